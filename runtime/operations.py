@@ -23,56 +23,56 @@ class _Op(msgspec.Struct, frozen=True, tag_field="op", forbid_unknown_fields=Tru
     pass
 
 
-class OpenApp(_Op, tag="open_app"):
+class OpenApp(_Op, tag="open_app", frozen=True):
     name: str
 
 
-class ClickText(_Op, tag="click_text"):
+class ClickText(_Op, tag="click_text", frozen=True):
     text: str
 
 
-class ClickIcon(_Op, tag="click_icon"):
+class ClickIcon(_Op, tag="click_icon", frozen=True):
     description: str
     position: Position = "center"
 
 
-class LongPress(_Op, tag="long_press"):
+class LongPress(_Op, tag="long_press", frozen=True):
     text: str
 
 
-class TypeText(_Op, tag="type"):
+class TypeText(_Op, tag="type", frozen=True):
     text: str
 
 
-class PageUp(_Op, tag="page_up"):
+class PageUp(_Op, tag="page_up", frozen=True):
     pass
 
 
-class PageDown(_Op, tag="page_down"):
+class PageDown(_Op, tag="page_down", frozen=True):
     pass
 
 
-class Swipe(_Op, tag="swipe"):
+class Swipe(_Op, tag="swipe", frozen=True):
     direction: Direction
 
 
-class Back(_Op, tag="back"):
+class Back(_Op, tag="back", frozen=True):
     pass
 
 
-class Exit(_Op, tag="exit"):
+class Exit(_Op, tag="exit", frozen=True):
     """Go to the home screen."""
 
 
-class Wait(_Op, tag="wait"):
+class Wait(_Op, tag="wait", frozen=True):
     pass
 
 
-class Ask(_Op, tag="ask"):
+class Ask(_Op, tag="ask", frozen=True):
     question: str
 
 
-class Stop(_Op, tag="stop"):
+class Stop(_Op, tag="stop", frozen=True):
     pass
 
 
