@@ -8,7 +8,7 @@ grounds ``ClickText``/``ClickIcon``/``LongPress`` into points.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, get_args
 
 import msgspec
 
@@ -17,6 +17,11 @@ Position = Literal[
     "top left", "top right", "bottom left", "bottom right",
 ]
 Direction = Literal["left", "right", "up", "down"]
+POSITIONS: tuple[Position, ...] = get_args(Position)
+DIRECTIONS: tuple[Direction, ...] = get_args(Direction)
+
+# Everything str.splitlines() splits on: an action is one line of the LLM's reply.
+LINE_BREAKS = "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
 
 
 class _Op(msgspec.Struct, frozen=True, tag_field="op", forbid_unknown_fields=True):
@@ -115,3 +120,36 @@ def format_operation(op: Operation) -> str:
         case Stop():
             return "Stop"
     raise TypeError(f"not an operation: {op!r}")
+
+
+def _text_problem(field: str, value: str) -> str | None:
+    if not value.strip():
+        return f"{field} is empty"
+    if value != value.strip():
+        return f"{field} has leading or trailing whitespace"
+    if any(c in LINE_BREAKS for c in value):
+        return f"{field} contains a line break"
+    return None
+
+
+def operation_problem(op: Operation) -> str | None:
+    """Why ``op`` has no canonical one-line text form, or None when it has one.
+
+    Text arguments must be non-empty, single-line and without surrounding whitespace (the
+    parser strips it). Anything else is allowed, parentheses and commas included:
+    ``parse_operation(format_operation(op)) == op`` holds for every op without a problem.
+    """
+    match op:
+        case OpenApp(name=v):
+            return _text_problem("app name", v)
+        case ClickText(text=v) | LongPress(text=v) | TypeText(text=v):
+            return _text_problem("text", v)
+        case ClickIcon(description=d, position=p):
+            return _text_problem("icon description", d) or (
+                None if p in POSITIONS else f"unknown position {p!r}"
+            )
+        case Swipe(direction=d):
+            return None if d in DIRECTIONS else f"unknown direction {d!r}"
+        case Ask(question=q):
+            return _text_problem("question", q)
+    return None
