@@ -11,6 +11,7 @@ import binascii
 import io
 import posixpath
 import random
+import re
 import struct
 import time
 from collections.abc import Callable
@@ -245,10 +246,12 @@ def cmd_input(ctx: Ctx, args: list[str]) -> int:
                 return bad()
             text = android_input_text(rest[0])
             if any(ord(c) > 126 or (ord(c) < 32 and c not in "\t\n") for c in text):
-                # the virtual key map has no keys for these; real devices fail the same way
+                # the virtual key map has no keys for these: KeyCharacterMap.getEvents()
+                # returns null and InputShellCommand dies on it, as on a real device
                 ctx.err("Exception occurred while executing 'text':\n"
-                        "java.lang.IllegalArgumentException: text contains characters that "
-                        "the virtual keyboard cannot type; use the ADB Keyboard\n")
+                        "java.lang.NullPointerException: Attempt to get length of null array\n"
+                        "\tat com.android.server.input.InputShellCommand.sendText"
+                        "(InputShellCommand.java:289)\n")
                 return 255
             phone.type_text(text)
             return 0
@@ -349,14 +352,30 @@ def _adb_keyboard(ctx: Ctx, action: str, extras: dict[str, str]) -> None:
         phone.key(int(extras["code"]))
 
 
+HOME_CATEGORY = "android.intent.category.HOME"
+
+
+def _start_intent(ctx: Ctx, args: list[str]) -> int:
+    """`am start` without -n: only the HOME intent (Mobile-Agent's "go home") resolves."""
+    action, category = _flag(args, "-a"), _flag(args, "-c")
+    parts = ([f"act={action}"] if action else []) + ([f"cat=[{category}]"] if category else [])
+    intent = " ".join(parts)
+    ctx.out(f"Starting: Intent {{ {intent} }}\n")
+    if category == HOME_CATEGORY and action in (None, "android.intent.action.MAIN"):
+        _sleep(ctx.phone.latency.other_s)
+        ctx.phone.key(3)  # the launcher is what HOME resolves to
+        return 0
+    ctx.err(f"Error: Activity not started, unable to resolve Intent {{ {intent} flg=0x10000000 }}\n")
+    return 1
+
+
 def cmd_am(ctx: Ctx, args: list[str]) -> int:
     phone = ctx.phone
     sub, rest = (args[0], args[1:]) if args else ("", [])
     if sub in ("start", "start-activity"):
         component = _flag(rest, "-n")
         if component is None:
-            ctx.err("Error: Activity not started, unable to resolve Intent\n")
-            return 1
+            return _start_intent(ctx, rest)
         _sleep(phone.latency.other_s)
         ctx.out(f"Starting: Intent {{ cmp={component} }}\n")
         error = phone.start_activity(component)
@@ -474,6 +493,17 @@ def cmd_dumpsys(ctx: Ctx, args: list[str]) -> int:
             f"  mDefaultDisplayDensity={info.density}\n"
             f"  mCurrentOrientation={o}\n"
         )
+        return 0
+    if args[:1] == ["activity"]:
+        focus = phone.focused_window()
+        pkg, _, cls = focus.partition("/")
+        short = cls[len(pkg):] if cls.startswith(pkg + ".") else cls
+        if args[1:2] == ["top"]:
+            ctx.out(f"TASK {pkg} id=12 userId=0\n  ACTIVITY {pkg}/{short} 8e7f6a5 pid=4321\n")
+        else:
+            ctx.out("ACTIVITY MANAGER ACTIVITIES (dumpsys activity activities)\n"
+                    f"  mResumedActivity: ActivityRecord{{8e7f6a5 u0 {pkg}/{short} t12}}\n"
+                    f"  ResumedActivity: ActivityRecord{{8e7f6a5 u0 {pkg}/{short} t12}}\n")
         return 0
     if not args:
         ctx.out("Currently running services:\n  activity\n  display\n  input_method\n  package\n  window\n")
@@ -610,6 +640,67 @@ def cmd_mkdir(ctx: Ctx, args: list[str]) -> int:
     return status
 
 
+def cmd_grep(ctx: Ctx, args: list[str]) -> int:
+    """toybox grep's common subset: -E -F -i -v -c -q; a pattern, then files or stdin."""
+    flags = ""
+    rest: list[str] = []
+    for i, a in enumerate(args):
+        if a == "--":
+            rest += args[i + 1:]
+            break
+        if a.startswith("-") and len(a) > 1 and not rest:
+            flags += a[1:]
+        else:
+            rest.append(a)
+    unknown = set(flags) - set("EFivcqe")
+    if unknown or not rest:
+        ctx.err(f"grep: {'unknown option ' + ''.join(sorted(unknown)) if unknown else 'no pattern'}\n"
+                "usage: grep [-EFivcq] PATTERN [FILE...]\n")
+        return 2
+    pattern, files = rest[0], rest[1:]
+    try:
+        regex = re.compile(re.escape(pattern) if "F" in flags else pattern,
+                           re.IGNORECASE if "i" in flags else 0)
+    except re.error as e:
+        ctx.err(f"grep: bad regex '{pattern}': {e}\n")
+        return 2
+    sources: list[tuple[str, bytes]] = []
+    status = 1
+    for p in files or ["-"]:
+        if p == "-":
+            sources.append((p, ctx.stdin))
+            continue
+        try:
+            sources.append((p, ctx.fs.read(p)))
+        except OSError:
+            ctx.err(f"grep: {p}: No such file or directory\n")
+            status = 2
+    count = 0
+    for name, data in sources:
+        for line in data.decode("utf-8", errors="replace").splitlines():
+            if bool(regex.search(line)) != ("v" in flags):
+                count += 1
+                if not ("c" in flags or "q" in flags):
+                    ctx.out((f"{name}:" if len(files) > 1 else "") + line + "\n")
+    if "c" in flags:
+        ctx.out(f"{count}\n")
+    if count:
+        return 0
+    return status
+
+
+def cmd_sh(ctx: Ctx, args: list[str]) -> int:
+    """`sh -c LINE`: a child shell with its own `$?`; nothing else (no script files)."""
+    if len(args) >= 2 and args[0] == "-c":
+        child = DeviceShell(ctx.phone, ctx.fs)
+        result = child.run(args[1])
+        for fd, data in result.chunks:
+            (ctx.stdout if fd == 1 else ctx.stderr).write(data)
+        return result.status
+    ctx.err(f"{sh.SH}: only `sh -c COMMAND` is supported here\n")
+    return 2
+
+
 _SERVICES = {"package": "pm", "activity": "am", "input": "input", "window": "wm",
              "input_method": "ime", "display": "dumpsys"}
 
@@ -639,6 +730,7 @@ COMMANDS: dict[str, Handler] = {
     "echo": cmd_echo,
     "false": cmd_false,
     "getprop": cmd_getprop,
+    "grep": cmd_grep,
     "ime": cmd_ime,
     "input": cmd_input,
     "ls": cmd_ls,
@@ -647,6 +739,7 @@ COMMANDS: dict[str, Handler] = {
     "pm": cmd_pm,
     "rm": cmd_rm,
     "screencap": cmd_screencap,
+    "sh": cmd_sh,
     "sleep": cmd_sleep,
     "true": cmd_true,
     "wm": cmd_wm,

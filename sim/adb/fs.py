@@ -43,8 +43,12 @@ class VirtualFS:
             raise IsADirectoryError(path)
         return e.data
 
-    def write(self, path: str, data: bytes, append: bool = False, mode: int = 0o644) -> None:
+    def write(self, path: str, data: bytes, append: bool = False, mode: int = 0o644,
+              mtime: int | None = None, parents: bool = False) -> None:
+        """Create or replace a file; `parents` makes missing directories as adbd's push does."""
         p = self.norm(path)
+        if parents:
+            self.mkdir(posixpath.dirname(p), parents=True)
         if p == "/dev/null":
             return
         with self._lock:
@@ -55,7 +59,10 @@ class VirtualFS:
             if old is not None and old.is_dir:
                 raise IsADirectoryError(path)
             body = (old.data if old is not None and append else b"") + data
-            self._entries[p] = Entry(False, body, mode if old is None else old.mode)
+            entry = Entry(False, body, mode if old is None else old.mode)
+            if mtime:
+                entry.mtime = mtime
+            self._entries[p] = entry
 
     def mkdir(self, path: str, parents: bool = False) -> None:
         p = self.norm(path)
@@ -72,6 +79,8 @@ class VirtualFS:
                 while parent not in self._entries:
                     chain.append(parent)
                     parent = posixpath.dirname(parent)
+                if not self._entries[parent].is_dir:
+                    raise NotADirectoryError(path)
                 for d in reversed(chain):
                     self._entries[d] = Entry(True, mode=0o775)
             elif not self._entries[parent].is_dir:

@@ -1,18 +1,25 @@
 """The device side of the ADB transport on a loopback TCP port, one server per phone.
 
-Each server runs its own asyncio loop in a background thread so that blocking callers
-(tests, the CLI) can start and stop it. Per connection: the CNXN handshake (no AUTH),
-then streams multiplexed by local/remote ids with one WRTE in flight per direction.
+Each server runs an anyio event loop in a blocking portal (its own thread), so blocking
+callers (tests, the CLI, the fleet) can start and stop it. Per connection: the CNXN
+handshake (no AUTH), then streams multiplexed by local/remote ids with one WRTE in
+flight per direction. Every connection and every stream service lives in a task group;
+stopping the server cancels them all.
 """
 
 from __future__ import annotations
 
-import asyncio
 import collections
 import contextlib
 import logging
-import threading
+from concurrent.futures import Future
+from contextlib import AbstractContextManager
 from types import TracebackType
+
+import anyio
+from anyio.abc import SocketAttribute, SocketStream, TaskGroup, TaskStatus
+from anyio.from_thread import BlockingPortal, start_blocking_portal
+from anyio.streams.buffered import BufferedByteReceiveStream
 
 from sim.adb import wire
 from sim.adb.fs import VirtualFS
@@ -25,6 +32,8 @@ log = logging.getLogger(__name__)
 FEATURES = ["shell_v2", "cmd"]  # advertise only what services.py really implements
 FAULT_POLL_S = 0.05
 CLOSED_IDS_KEPT = 4096
+SEND_TIMEOUT_S = 30.0  # a peer that stops reading its socket for this long is dropped
+ACK_TIMEOUT_S = 60.0  # a peer that never OKAYs our WRTE: the stream is closed
 
 
 class StreamClosed(Exception):
@@ -38,9 +47,10 @@ class Stream:
         self.conn = conn
         self.local_id = local_id
         self.remote_id = remote_id
-        self.inbox: asyncio.Queue[bytes | None] = asyncio.Queue()
         self.closed = False
-        self._may_write = asyncio.Event()
+        self._inbox: collections.deque[bytes | None] = collections.deque()
+        self._arrived = anyio.Event()  # replaced after each wake-up, set by on_data/close
+        self._may_write = anyio.Event()  # replaced after each WRTE, set by the peer's OKAY
         self._may_write.set()
 
     @property
@@ -50,103 +60,120 @@ class Stream:
     async def write(self, data: bytes) -> None:
         """Send data as WRTEs, each waiting for the peer's OKAY to the one before."""
         view = memoryview(data)
-        for start in range(0, max(len(view), 1), self.max_payload):
+        for start in range(0, len(view), self.max_payload):
             chunk = bytes(view[start : start + self.max_payload])
-            if not chunk:
-                return
-            await self._may_write.wait()
+            with anyio.move_on_after(ACK_TIMEOUT_S) as waited:
+                await self._may_write.wait()
+            if waited.cancelled_caught:
+                log.warning("adb %s: no OKAY for %s s; closing stream %d", self.conn.server.serial,
+                            ACK_TIMEOUT_S, self.local_id)
+                raise StreamClosed
             if self.closed:
                 raise StreamClosed
-            self._may_write.clear()
+            self._may_write = anyio.Event()
             await self.conn.send(Message(Command.WRTE, self.local_id, self.remote_id, chunk))
 
     async def read(self) -> bytes | None:
         """The next WRTE payload from the peer; None once the peer closed the stream."""
-        if self.closed and self.inbox.empty():
-            return None
-        return await self.inbox.get()
+        while not self._inbox:
+            if self.closed:
+                return None
+            await self._arrived.wait()
+            self._arrived = anyio.Event()
+        return self._inbox.popleft()
+
+    def on_data(self, data: bytes) -> None:
+        self._inbox.append(data)
+        self._arrived.set()
 
     def on_okay(self) -> None:
         self._may_write.set()
 
     def on_peer_close(self) -> None:
-        self.closed = True
-        self._may_write.set()
-        self.inbox.put_nowait(None)
+        if not self.closed:
+            self.closed = True
+            self._may_write.set()
+            self._inbox.append(None)
+            self._arrived.set()
 
     async def close(self) -> None:
         if not self.closed:
             self.on_peer_close()
-            with contextlib.suppress(ConnectionError):
+            with contextlib.suppress(ConnectionError, anyio.BrokenResourceError,
+                                     anyio.ClosedResourceError):
                 await self.conn.send(Message(Command.CLSE, self.local_id, self.remote_id))
         self.conn.forget(self)
 
 
 class Connection:
-    def __init__(self, server: SimAdbServer, reader: asyncio.StreamReader,
-                 writer: asyncio.StreamWriter) -> None:
+    def __init__(self, server: SimAdbServer, sock: SocketStream) -> None:
         self.server = server
-        self.reader = reader
-        self.writer = writer
+        self.sock = sock
+        self.reader = BufferedByteReceiveStream(sock)
         self.connected = False
         self.peer_version = wire.VERSION
         self.max_payload = wire.MAX_PAYLOAD_LEGACY
         self.streams: dict[int, Stream] = {}
         self.closed_ids: collections.deque[int] = collections.deque(maxlen=CLOSED_IDS_KEPT)
-        self.tasks: set[asyncio.Task[None]] = set()
+        self.scope = anyio.CancelScope()
         self._next_id = 1
-        self._send_lock = asyncio.Lock()
+        self._send_lock = anyio.Lock()
 
     async def send(self, msg: Message) -> None:
+        data = msg.pack(with_checksum=self.peer_version < wire.VERSION)
         async with self._send_lock:
-            if self.writer.is_closing():
-                raise ConnectionResetError("connection closed")
-            self.writer.write(msg.pack(with_checksum=self.peer_version < wire.VERSION))
-            await self.writer.drain()
+            try:
+                with anyio.fail_after(SEND_TIMEOUT_S):
+                    await self.sock.send(data)
+            except (TimeoutError, OSError, anyio.BrokenResourceError) as e:
+                self.abort()
+                raise ConnectionResetError(f"sending to the adb peer failed: {e!r}") from e
 
     def forget(self, stream: Stream) -> None:
         if self.streams.pop(stream.local_id, None) is not None:
             self.closed_ids.append(stream.local_id)
 
     def abort(self) -> None:
-        self.writer.transport.abort()
+        """End this connection now (its services are cancelled, the socket closed)."""
+        self.scope.cancel()
 
     async def serve(self) -> None:
         try:
-            await self._read_loop()
-        except ProtocolError as e:
-            log.warning("adb %s: closing a connection on bad input: %s", self.server.serial, e)
-        except (asyncio.IncompleteReadError, ConnectionError, OSError):
-            pass
+            with self.scope:
+                async with anyio.create_task_group() as services:
+                    try:
+                        await self._read_loop(services)
+                    except ProtocolError as e:
+                        log.warning("adb %s: closing a connection on bad input: %s",
+                                    self.server.serial, e)
+                    except (anyio.EndOfStream, anyio.BrokenResourceError,
+                            anyio.ClosedResourceError, ConnectionError, OSError):
+                        pass
+                    for stream in list(self.streams.values()):
+                        stream.on_peer_close()
+                    services.cancel_scope.cancel()
         finally:
-            for stream in list(self.streams.values()):
-                stream.on_peer_close()
-            for task in self.tasks:
-                task.cancel()
-            if self.tasks:
-                await asyncio.gather(*self.tasks, return_exceptions=True)
-            self.writer.close()
-            with contextlib.suppress(ConnectionError, OSError):
-                await self.writer.wait_closed()
+            await anyio.aclose_forcefully(self.sock)
 
-    async def _read_loop(self) -> None:
+    async def _read_loop(self, services: TaskGroup) -> None:
         while True:
             try:
-                raw = await self.reader.readexactly(wire.HEADER_SIZE)
-            except asyncio.IncompleteReadError as e:
-                if e.partial:
-                    raise ProtocolError(f"truncated header: {len(e.partial)} bytes") from e
+                raw = await self.reader.receive_exactly(wire.HEADER_SIZE)
+            except anyio.IncompleteRead as e:
+                if self.reader.buffer:
+                    raise ProtocolError(f"truncated header: {len(self.reader.buffer)} bytes") from e
                 return  # a clean EOF between messages
             limit = wire.MAX_PAYLOAD if self.connected else max(wire.MAX_PAYLOAD, 1 << 20)
             header = wire.parse_header(raw, limit)
             try:
-                data = await self.reader.readexactly(header.data_length)
-            except asyncio.IncompleteReadError as e:
+                data = await self.reader.receive_exactly(header.data_length) \
+                    if header.data_length else b""
+            except anyio.IncompleteRead as e:
                 raise ProtocolError("truncated payload") from e
             wire.verify_payload(header, data, self.peer_version if self.connected else wire.VERSION)
-            await self._handle(Message(header.command, header.arg0, header.arg1, data))
+            await self._handle(Message(header.command, header.arg0, header.arg1, data), services)
 
-    async def _handle(self, msg: Message) -> None:
+    async def _handle(self, msg: Message, services: TaskGroup) -> None:
         if msg.command == Command.CNXN:
             if msg.arg0 < wire.VERSION_MIN:
                 raise ProtocolError(f"unsupported protocol version {msg.arg0:#x}")
@@ -159,7 +186,7 @@ class Connection:
         if not self.connected:
             raise ProtocolError(f"{msg.command.name} before CNXN")
         if msg.command == Command.OPEN:
-            await self._open(msg)
+            await self._open(msg, services)
         elif msg.command == Command.OKAY:
             stream = self._stream(msg.arg1, msg)
             if stream is not None:
@@ -167,7 +194,7 @@ class Connection:
         elif msg.command == Command.WRTE:
             stream = self._stream(msg.arg1, msg)
             if stream is not None:
-                stream.inbox.put_nowait(msg.data)
+                stream.on_data(msg.data)
                 await self.send(Message(Command.OKAY, stream.local_id, stream.remote_id))
         elif msg.command == Command.CLSE:
             stream = self._stream(msg.arg1, msg)
@@ -187,7 +214,7 @@ class Connection:
             return None  # a late OKAY/CLSE that crossed our CLSE on the wire
         raise ProtocolError(f"{msg.command.name} for unknown stream id {local_id}")
 
-    async def _open(self, msg: Message) -> None:
+    async def _open(self, msg: Message, services: TaskGroup) -> None:
         if msg.arg0 == 0:
             raise ProtocolError("OPEN with local-id 0")
         destination = msg.data.rstrip(b"\0").decode("utf-8", errors="replace")
@@ -201,19 +228,20 @@ class Connection:
         stream = Stream(self, local_id, msg.arg0)
         self.streams[local_id] = stream
         await self.send(Message(Command.OKAY, local_id, msg.arg0))
-        task = asyncio.get_running_loop().create_task(self._run_service(stream, service, destination))
-        self.tasks.add(task)
-        task.add_done_callback(self.tasks.discard)
+        services.start_soon(self._run_service, stream, service, destination,
+                            name=f"adb service {destination[:40]!r}")
 
     async def _run_service(self, stream: Stream, service: Service, destination: str) -> None:
         try:
             await service(stream)
-        except (StreamClosed, ConnectionError):
+        except (StreamClosed, ConnectionError, anyio.BrokenResourceError,
+                anyio.ClosedResourceError):
             pass
-        except Exception:
+        except Exception:  # a bug in one service must not take the connection down
             log.exception("adb %s: service %r failed", self.server.serial, destination)
         finally:
-            await stream.close()
+            with anyio.CancelScope(shield=True), anyio.move_on_after(5):
+                await stream.close()
 
 
 class SimAdbServer:
@@ -226,11 +254,10 @@ class SimAdbServer:
         self.fs = fs if fs is not None else VirtualFS()
         self._requested_port = port
         self._port: int | None = None
-        self._thread: threading.Thread | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._stop: asyncio.Event | None = None
-        self._ready = threading.Event()
-        self._error: BaseException | None = None
+        self._portal_cm: AbstractContextManager[BlockingPortal] | None = None
+        self._portal: BlockingPortal | None = None
+        self._future: Future[None] | None = None
+        self._scope: anyio.CancelScope | None = None
         self._connections: set[Connection] = set()
 
     @property
@@ -249,25 +276,39 @@ class SimAdbServer:
         return wire.connect_banner(info.product_name, info.model, info.device, FEATURES)
 
     def start(self, timeout: float = 10.0) -> SimAdbServer:
-        if self._thread is not None:
+        if self._portal is not None:
             raise RuntimeError("SimAdbServer already started")
-        self._thread = threading.Thread(target=self._thread_main, daemon=True,
-                                        name=f"sim-adb-{self.phone.info.serial}")
-        self._thread.start()
-        if not self._ready.wait(timeout):
-            raise TimeoutError("SimAdbServer did not start in time")
-        if self._error is not None:
-            raise RuntimeError(f"SimAdbServer failed to start: {self._error}") from self._error
+        cm = start_blocking_portal(name=f"sim-adb-{self.phone.info.serial}")
+        portal = cm.__enter__()
+        self._portal_cm, self._portal = cm, portal
+        try:
+            self._future, self._port = portal.start_task(
+                self._serve, timeout, name=f"sim-adb {self.phone.info.serial}")
+        except BaseException as e:
+            self._close_portal()
+            raise RuntimeError(f"SimAdbServer failed to start: {e}") from e
         return self
 
     def stop(self, timeout: float = 10.0) -> None:
-        loop, stop, thread = self._loop, self._stop, self._thread
-        if loop is not None and stop is not None and not loop.is_closed():
-            with contextlib.suppress(RuntimeError):  # the loop ended already
-                loop.call_soon_threadsafe(stop.set)
-        if thread is not None:
-            thread.join(timeout)
-        self._thread = None
+        portal, future = self._portal, self._future
+        if portal is None:
+            return
+        with contextlib.suppress(RuntimeError):  # the loop ended already
+            portal.call(self._cancel)
+        if future is not None:
+            with contextlib.suppress(Exception):
+                future.result(timeout)
+        self._close_portal()
+
+    def _close_portal(self) -> None:
+        cm = self._portal_cm
+        self._portal_cm = self._portal = self._future = None
+        if cm is not None:
+            cm.__exit__(None, None, None)
+
+    def _cancel(self) -> None:
+        if self._scope is not None:
+            self._scope.cancel()
 
     def __enter__(self) -> SimAdbServer:
         return self.start()
@@ -276,51 +317,33 @@ class SimAdbServer:
                  tb: TracebackType | None) -> None:
         self.stop()
 
-    def _thread_main(self) -> None:
-        loop = asyncio.new_event_loop()
-        self._loop = loop
-        try:
-            loop.run_until_complete(self._main())
-        except BaseException as e:  # report start failures to start()
-            self._error = e
-        finally:
-            self._ready.set()
-            with contextlib.suppress(Exception):
-                loop.run_until_complete(loop.shutdown_default_executor())
-            loop.close()
-
-    async def _main(self) -> None:
-        self._stop = asyncio.Event()
-        server = await asyncio.start_server(self._on_client, self.host, self._requested_port)
-        self._port = server.sockets[0].getsockname()[1]
-        self._ready.set()
-        watcher = asyncio.get_running_loop().create_task(self._watch_faults())
-        try:
-            await self._stop.wait()
-        finally:
-            watcher.cancel()
-            server.close()
-            for conn in list(self._connections):
-                conn.abort()
-            with contextlib.suppress(asyncio.CancelledError):
-                await watcher
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(server.wait_closed(), 5)
+    async def _serve(self, bind_timeout: float, *, task_status: TaskStatus[int]) -> None:
+        with anyio.fail_after(bind_timeout):
+            listener = await anyio.create_tcp_listener(local_host=self.host,
+                                                       local_port=self._requested_port)
+        with anyio.CancelScope() as scope:
+            self._scope = scope
+            async with listener, anyio.create_task_group() as tg:
+                tg.start_soon(self._watch_faults, name="sim-adb fault watcher")
+                task_status.started(int(listener.extra(SocketAttribute.local_port)))
+                await listener.serve(self._on_client, task_group=tg)
 
     async def _watch_faults(self) -> None:
         while True:
             if self.phone.faults.drop_connections:
                 for conn in list(self._connections):
                     conn.abort()
-            await asyncio.sleep(FAULT_POLL_S)
+            await anyio.sleep(FAULT_POLL_S)
 
-    async def _on_client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _on_client(self, sock: SocketStream) -> None:
         if self.phone.faults.drop_connections:
-            writer.transport.abort()
+            await anyio.aclose_forcefully(sock)
             return
-        conn = Connection(self, reader, writer)
+        conn = Connection(self, sock)
         self._connections.add(conn)
         try:
             await conn.serve()
+        except Exception:  # never let one connection end the listener's task group
+            log.exception("adb %s: connection failed", self.serial)
         finally:
             self._connections.discard(conn)

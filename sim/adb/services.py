@@ -1,14 +1,16 @@
-"""Stream services a device offers: shell (v1 and shell_v2) and exec (AOSP SERVICES.TXT)."""
+"""Stream services a device offers: shell (v1 and shell_v2), exec and sync (AOSP SERVICES.TXT)."""
 
 from __future__ import annotations
 
-import asyncio
 import struct
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
+import anyio
+
 from sim.adb.commands import DeviceShell, Result
 from sim.adb.fs import VirtualFS
+from sim.adb.sync import SyncService
 from sim.phone_api import Phone
 
 if TYPE_CHECKING:
@@ -59,7 +61,8 @@ class ShellService:
         self.prompt = PROMPT.format(name=phone.info.device).encode()
 
     async def _run(self, line: str) -> Result:
-        return await asyncio.to_thread(self.shell.run, line)
+        # commands block (rendering, sleep); a closed connection abandons, not waits for, them
+        return await anyio.to_thread.run_sync(self.shell.run, line, abandon_on_cancel=True)
 
     async def _send(self, stream: Stream, result: Result) -> None:
         if not self.v2:
@@ -153,6 +156,8 @@ def parse_shell_service(destination: str) -> tuple[dict[str, str], str] | None:
 def resolve(destination: str, phone: Phone, fs: VirtualFS) -> Service | None:
     """The service for an OPEN destination, or None (the stream is refused with CLSE)."""
     destination = destination.rstrip("\0")
+    if destination == "sync:":
+        return SyncService(fs)
     if destination.startswith("exec:"):
         return ShellService(phone, fs, destination[5:], v2=False, pty=False)
     shell = parse_shell_service(destination)

@@ -16,12 +16,15 @@ from sim.adb.wire import Command, Message
 from tests.fixtures.adb import AdbServer, ConnectedPhone
 
 HOSTILE = ["a;rm -rf /", "$(reboot)", "`id`", "a && reboot", "x | sh", "it's", '"q"', "\\n",
-           "$HOME", "> /sdcard/x", "%s%s", "--", "-e foo", "a\tb", "*", "~"]
+           "$HOME", "> /sdcard/x", "%s%s", "--", "-e foo", "a\tb", "*", "~",
+           "a; rm /sdcard/canary", "$(rm /sdcard/canary)", "`rm /sdcard/canary`",
+           "x > /sdcard/pwned", "a\nrm /sdcard/canary", "'; rm /sdcard/canary; '",
+           '"; rm /sdcard/canary; "', "\\'; echo p > /sdcard/pwned #", "${IFS}rm${IFS}/sdcard/canary"]
 
 
 @pytest.fixture
 def cp(sim_phone: Any) -> ConnectedPhone:
-    return sim_phone()  # type: ignore[no-any-return]
+    return sim_phone()
 
 
 def test_device_is_listed(adb_server: AdbServer, cp: ConnectedPhone) -> None:
@@ -107,13 +110,17 @@ def test_apps(cp: ConnectedPhone) -> None:
 
 @pytest.mark.parametrize("text", HOSTILE)
 def test_hostile_send_keys_arrive_literally(cp: ConnectedPhone, text: str) -> None:
+    cp.sim.fs.write("/sdcard/canary", b"alive")
     cp.device.send_keys(text)
     typed = text.replace("%s", " ")
     assert cp.phone.calls_of("type_text") == [(typed,)]
     assert [c[0] for c in cp.phone.calls] == ["type_text"]
+    assert cp.sim.fs.read("/sdcard/canary") == b"alive"  # nothing ran
+    assert cp.sim.fs.get("/sdcard/pwned") is None and cp.sim.fs.get("/sdcard/x") is None
 
 
-@pytest.mark.parametrize("text", ["中文输入", "emoji 😀👍", "שלום עולם", "mixed %s ü"])
+@pytest.mark.parametrize("text", ["中文输入", "emoji 😀👍", "שלום עולם", "mixed %s ü",
+                                  "مرحبا 123 abc", "e\u0301 ﬁ 𝔘𝔫𝔦", "it's \"q\" $HOME `id` ;rm -rf /"])
 def test_unicode_through_adb_keyboard(cp: ConnectedPhone, text: str) -> None:
     d = cp.device
     assert "com.android.adbkeyboard/.AdbIME" in d.shell("ime list -s").split()
@@ -133,7 +140,7 @@ def test_many_phones_no_cross_talk(sim_phone: Any) -> None:
         p = phones[i]
         for k in range(3):
             p.device.click(i, k)
-        return p.device.screenshot().convert("RGB").getpixel((3, 3))  # type: ignore[no-any-return]
+        return p.device.screenshot().convert("RGB").getpixel((3, 3))
 
     with ThreadPoolExecutor(8) as pool:
         colours = list(pool.map(work, range(8)))
@@ -229,7 +236,7 @@ def test_flow_control_one_write_in_flight(cp: ConnectedPhone) -> None:
 def test_unknown_service_is_refused(cp: ConnectedPhone) -> None:
     s = _raw_handshake(cp.sim.port)
     try:
-        s.sendall(Message(Command.OPEN, 5, 0, b"sync:\0").pack())
+        s.sendall(Message(Command.OPEN, 5, 0, b"framebuffer:\0").pack())
         cmd, a0, a1, _, _, _ = struct.unpack("<6I", _recv_exact(s, 24))
         assert (cmd, a0, a1) == (Command.CLSE, 0, 5)
         s.sendall(Message(Command.OPEN, 6, 0, b"shell:echo raw\0").pack())
@@ -265,3 +272,9 @@ def test_screencap_faults_through_adb(cp: ConnectedPhone) -> None:
 def test_quoted_argv_round_trip(cp: ConnectedPhone) -> None:
     words = ["a b", "c;d", "'e'", '"f"', "$g", "h\\i"]
     assert cp.device.shell("echo " + " ".join(shlex.quote(w) for w in words)) == " ".join(words)
+
+
+def test_non_ascii_input_text_fails_like_a_device(cp: ConnectedPhone) -> None:
+    r = cp.device.shell2(["input", "text", "中文"], v2=True)
+    assert r.returncode == 255 and "NullPointerException" in r.stderr
+    assert cp.phone.calls_of("type_text") == []  # use the ADB Keyboard broadcast instead

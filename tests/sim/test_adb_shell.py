@@ -173,3 +173,29 @@ def test_slow_fault_applies(shell: DeviceShell, phone: RecordingPhone) -> None:
     t = time.monotonic()
     shell.run("echo a")
     assert time.monotonic() - t >= 0.2
+
+
+def test_home_intent_and_activity_dumps(shell: DeviceShell, phone: RecordingPhone) -> None:
+    r = shell.run("am start -a android.intent.action.MAIN -c android.intent.category.HOME")
+    assert r.status == 0 and phone.calls_of("key") == [(3,)]
+    assert b"cat=[android.intent.category.HOME]" in r.stdout
+    r = shell.run("am start -a android.intent.action.VIEW")
+    assert r.status == 1 and b"unable to resolve Intent" in r.stderr
+    shell.run("am start -n com.mobagent.notes/.EditActivity")
+    assert b"mResumedActivity: ActivityRecord{8e7f6a5 u0 com.mobagent.notes/.EditActivity t12}" \
+        in shell.run("dumpsys activity activities").stdout
+    assert b"ACTIVITY com.mobagent.notes/.EditActivity 8e7f6a5 pid=" in \
+        shell.run("dumpsys activity top").stdout
+
+
+def test_grep_and_sh_c(shell: DeviceShell) -> None:
+    r = shell.run("dumpsys window windows | grep mCurrentFocus")
+    assert r.status == 0 and r.stdout.strip().startswith(b"mCurrentFocus=Window{")
+    assert shell.run("dumpsys window | grep -c -i MCURRENTFOCUS").stdout == b"1\n"
+    assert shell.run("echo abc | grep -q zzz").status == 1
+    assert shell.run("echo abc | grep -v zzz").stdout == b"abc\n"
+    assert shell.run("grep x /no/file").status == 2
+    assert shell.run("grep -Z x").status == 2
+    r = shell.run("sh -c 'echo one; false'")
+    assert (r.stdout, r.status) == (b"one\n", 1)
+    assert shell.run("sh script.sh").status == 2

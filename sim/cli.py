@@ -1,0 +1,161 @@
+"""`mobagent sim ...`: run a fleet of simulated phones, or save a screenshot through adb.
+
+`register(subparsers)` is the `mobagent.commands` entry point; each handler returns an
+exit status. `python -m sim.cli ...` runs the same commands without the runtime's CLI.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, TextIO
+
+from sim.fleet import FleetError, PhoneFactory, SimFleet, adb_server_port
+from sim.phone_api import LatencyProfile
+
+PROFILES = ("instant", "realistic")
+MAX_COUNT = 64
+
+
+def _count(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if not 1 <= n <= MAX_COUNT:
+        raise argparse.ArgumentTypeError(f"count must be between 1 and {MAX_COUNT}, not {n}")
+    return n
+
+
+def _seed(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"seed must be >= 0, not {n}")
+    return n
+
+
+def _millis(text: str) -> float:
+    try:
+        ms = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of milliseconds: {text!r}") from None
+    if not 0 <= ms <= 60_000:
+        raise argparse.ArgumentTypeError(f"delay must be between 0 and 60000 ms, not {text}")
+    return ms
+
+
+def latency_from_args(args: argparse.Namespace) -> LatencyProfile:
+    profile = LatencyProfile.named(args.profile)
+    if args.screencap_ms is not None:
+        profile.screencap_s = args.screencap_ms / 1000
+    if args.input_ms is not None:
+        profile.input_s = args.input_ms / 1000
+    return profile
+
+
+def register(subparsers: Any) -> None:
+    """Add `sim` (and `sim screenshot`) to an argparse subparsers object."""
+    p: argparse.ArgumentParser = subparsers.add_parser(
+        "sim", help="run simulated Android phones that adb can drive",
+        description="Start N simulated phones in this process, each on its own loopback port "
+                    "and `adb connect`ed to the adb server on ANDROID_ADB_SERVER_PORT; print "
+                    "their serials and run until Ctrl-C.")
+    p.add_argument("--count", type=_count, default=1, help="number of phones (default 1)")
+    p.add_argument("--seed", type=_seed, default=0,
+                   help="perturbation seed; 0 is the canonical layout (default 0)")
+    p.add_argument("--profile", choices=PROFILES, default="instant",
+                   help="latency profile (default instant; realistic: screencap 250 ms, "
+                        "input 50 ms)")
+    p.add_argument("--screencap-ms", type=_millis, default=None,
+                   help="override the profile's screencap delay")
+    p.add_argument("--input-ms", type=_millis, default=None,
+                   help="override the profile's input delay")
+    p.set_defaults(func=lambda args: run_fleet(args))
+    sub = p.add_subparsers(dest="sim_command", metavar="{screenshot}")
+    shot = sub.add_parser("screenshot", help="save a phone's screen as PNG, through adb",
+                          description="Save a screenshot of SERIAL (through adbutils) to OUT.")
+    shot.add_argument("serial", help="the serial `adb devices` lists, e.g. 127.0.0.1:40123")
+    shot.add_argument("out", type=Path, help="the PNG file to write")
+    shot.set_defaults(func=lambda args: save_screenshot(args))
+
+
+def run_fleet(args: argparse.Namespace, *, phone_factory: PhoneFactory | None = None,
+              stop: threading.Event | None = None, out: TextIO | None = None) -> int:
+    """Start the fleet, print one serial per line, wait for Ctrl-C/SIGTERM (or `stop`)."""
+    out = out or sys.stdout
+    stop = stop or threading.Event()
+    restore = _install_stop_signals(stop)
+    try:
+        try:
+            fleet = SimFleet(args.count, seed=args.seed, profile=latency_from_args(args),
+                             phone_factory=phone_factory).start()
+        except (FleetError, ValueError, OSError) as e:
+            print(f"mobagent sim: {e}", file=sys.stderr)
+            return 1
+        try:
+            for member in fleet:
+                print(member.serial, file=out, flush=True)
+            print(f"{len(fleet)} simulated phone(s) on adb server port {fleet.adb_port} "
+                  f"(profile {args.profile}, seed {args.seed}); Ctrl-C stops them",
+                  file=sys.stderr, flush=True)
+            while not stop.wait(0.5):
+                pass
+        finally:
+            fleet.stop()
+        print("simulated phones stopped", file=sys.stderr, flush=True)
+        return 0
+    finally:
+        restore()
+
+
+def _install_stop_signals(stop: threading.Event) -> Any:
+    """SIGINT/SIGTERM set `stop` (main thread only); returns a function restoring the old ones."""
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+    old = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    for s in old:
+        signal.signal(s, lambda _signum, _frame: stop.set())
+
+    def restore() -> None:
+        for s, handler in old.items():
+            signal.signal(s, handler)
+
+    return restore
+
+
+def save_screenshot(args: argparse.Namespace) -> int:
+    import adbutils
+    from adbutils.errors import AdbError
+
+    path: Path = args.out
+    if not path.parent.is_dir():
+        print(f"mobagent sim screenshot: no such directory: {path.parent}", file=sys.stderr)
+        return 1
+    client = adbutils.AdbClient(host="127.0.0.1", port=adb_server_port(), socket_timeout=30)
+    try:
+        image = client.device(args.serial).screenshot(error_ok=False)
+        image.convert("RGB").save(path, format="PNG")
+    except (AdbError, OSError, ValueError) as e:
+        print(f"mobagent sim screenshot: {args.serial}: {e}", file=sys.stderr)
+        return 1
+    print(f"{path} ({image.width}x{image.height})")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="mobagent")
+    register(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(argv)
+    status: int = args.func(args)
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())
