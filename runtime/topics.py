@@ -1,0 +1,186 @@
+"""The topic scheme, in one place (versioned ``mobagent/v1``).
+
+::
+
+    mobagent/v1/devices/{serial}/instructions     in: Instruction (QoS 1)
+    mobagent/v1/devices/{serial}/control          in: Cancel | Approve | Answer | Steer (QoS 1)
+    mobagent/v1/devices/{serial}/status           retained DeviceStatus (LWT: offline)
+    mobagent/v1/devices/{serial}/events/{kind}    out: every step message
+    mobagent/v1/fleet/instructions                in: Instruction for any free phone
+                                                  (a shared subscription on MQTT 5 brokers)
+    mobagent/v1/hosts/{host}/status               retained HostStatus (LWT: offline)
+    mobagent/v1/hosts/{host}/events/{kind}        out: host-level events (errors, ...)
+
+A serial or host name becomes one topic level, so it must not contain ``/``, ``+``, ``#``
+or NUL and must not start with ``$``; ``check_name`` says so with a clear error.
+"""
+
+from __future__ import annotations
+
+from typing import Final, Literal
+
+import msgspec
+
+from runtime.messages import (
+    Answer,
+    Approve,
+    Cancel,
+    DeviceStatus,
+    HostStatus,
+    Instruction,
+    Msg,
+    Steer,
+    kind_of,
+)
+
+VERSION: Final = "v1"
+ROOT: Final = f"mobagent/{VERSION}"
+SHARE_GROUP: Final = "mobagent"
+_BAD_CHARS: Final = frozenset("/+#\x00")
+
+
+class TopicError(ValueError):
+    pass
+
+
+def check_name(name: str, what: str = "serial") -> str:
+    """A device serial or host name usable as one topic level, or ``TopicError``."""
+    if not name:
+        raise TopicError(f"{what} is empty")
+    if len(name.encode()) > 200:
+        raise TopicError(f"{what} is longer than 200 bytes")
+    bad = sorted(set(name) & _BAD_CHARS)
+    if bad:
+        raise TopicError(f"{what} {name!r} contains {', '.join(map(repr, bad))}")
+    if name.startswith("$"):
+        raise TopicError(f"{what} {name!r} starts with '$'")
+    return name
+
+
+def device_instructions(serial: str) -> str:
+    return f"{ROOT}/devices/{check_name(serial)}/instructions"
+
+
+def device_control(serial: str) -> str:
+    return f"{ROOT}/devices/{check_name(serial)}/control"
+
+
+def device_status(serial: str) -> str:
+    return f"{ROOT}/devices/{check_name(serial)}/status"
+
+
+def device_event(serial: str, kind: str | type[Msg] | Msg) -> str:
+    return f"{ROOT}/devices/{check_name(serial)}/events/{_kind(kind)}"
+
+
+def fleet_instructions() -> str:
+    return f"{ROOT}/fleet/instructions"
+
+
+def shared_fleet_instructions() -> str:
+    """The MQTT 5 shared-subscription filter: each fleet instruction goes to one host."""
+    return f"$share/{SHARE_GROUP}/{fleet_instructions()}"
+
+
+def host_status(host: str) -> str:
+    return f"{ROOT}/hosts/{check_name(host, 'host')}/status"
+
+
+def host_event(host: str, kind: str | type[Msg] | Msg) -> str:
+    return f"{ROOT}/hosts/{check_name(host, 'host')}/events/{_kind(kind)}"
+
+
+# ---- subscription filters -------------------------------------------------------------
+
+
+def device_events_filter(serial: str | None = None, kind: str = "+") -> str:
+    """All events of one device (or of every device, when ``serial`` is None)."""
+    dev = "+" if serial is None else check_name(serial)
+    return f"{ROOT}/devices/{dev}/events/{kind}"
+
+
+def host_events_filter(host: str | None = None) -> str:
+    return f"{ROOT}/hosts/{'+' if host is None else check_name(host, 'host')}/events/+"
+
+
+def all_instructions_filter() -> str:
+    return f"{ROOT}/devices/+/instructions"
+
+
+def all_control_filter() -> str:
+    return f"{ROOT}/devices/+/control"
+
+
+def all_device_status_filter() -> str:
+    return f"{ROOT}/devices/+/status"
+
+
+def all_host_status_filter() -> str:
+    return f"{ROOT}/hosts/+/status"
+
+
+# ---- parsing ---------------------------------------------------------------------------
+
+Scope = Literal["device", "fleet", "host"]
+Channel = Literal["instructions", "control", "status", "events"]
+
+
+class TopicInfo(msgspec.Struct, frozen=True):
+    scope: Scope
+    channel: Channel
+    name: str | None = None  # the serial (device scope) or host name (host scope)
+    kind: str | None = None  # the event kind, for ``events`` topics
+
+    @property
+    def serial(self) -> str | None:
+        return self.name if self.scope == "device" else None
+
+
+def parse(topic: str) -> TopicInfo:
+    """Split a concrete topic into its parts; ``TopicError`` when it is not ours."""
+    parts = topic.split("/")
+    if len(parts) < 3 or f"{parts[0]}/{parts[1]}" != ROOT:
+        raise TopicError(f"not a {ROOT} topic: {topic!r}")
+    rest = parts[2:]
+    if rest == ["fleet", "instructions"]:
+        return TopicInfo("fleet", "instructions")
+    if len(rest) >= 3 and rest[0] in ("devices", "hosts") and rest[1]:
+        scope: Scope = "device" if rest[0] == "devices" else "host"
+        name, tail = rest[1], rest[2:]
+        if tail == ["status"]:
+            return TopicInfo(scope, "status", name)
+        if scope == "device" and tail in (["instructions"], ["control"]):
+            return TopicInfo(scope, "instructions" if tail[0] == "instructions" else "control", name)
+        if len(tail) == 2 and tail[0] == "events" and tail[1]:
+            return TopicInfo(scope, "events", name, tail[1])
+    raise TopicError(f"unknown topic: {topic!r}")
+
+
+def serial_of(topic: str) -> str | None:
+    """The device serial named in ``topic``; None for fleet/host topics."""
+    return parse(topic).serial
+
+
+# What each inbound channel may carry; anything else on it is rejected as an Error.
+INBOUND_KINDS: Final[dict[str, tuple[type[Msg], ...]]] = {
+    "instructions": (Instruction,),
+    "control": (Cancel, Approve, Answer, Steer),
+}
+STATUS_KINDS: Final[tuple[type[Msg], ...]] = (DeviceStatus, HostStatus)
+
+
+def expected_kinds(topic: str) -> tuple[type[Msg], ...] | None:
+    """The message types ``topic`` may carry, or None when any message may."""
+    try:
+        info = parse(topic)
+    except TopicError:
+        return None
+    if info.channel == "status":
+        return (DeviceStatus,) if info.scope == "device" else (HostStatus,)
+    return INBOUND_KINDS.get(info.channel)
+
+
+def _kind(kind: str | type[Msg] | Msg) -> str:
+    if isinstance(kind, str):
+        return check_name(kind, "kind")
+    return kind_of(kind if isinstance(kind, type) else type(kind))

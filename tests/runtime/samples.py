@@ -1,0 +1,67 @@
+"""One realistic instance of every bus message type, for round-trip tests and benches."""
+
+from __future__ import annotations
+
+import hashlib
+
+from runtime.messages import (
+    MESSAGE_TYPES,
+    ActionDone,
+    Ambiguous,
+    Answer,
+    Approve,
+    Box,
+    Cancel,
+    Candidate,
+    DeviceStatus,
+    EpisodeFinished,
+    EpisodeStarted,
+    Error,
+    Frame,
+    Grounded,
+    GroundRequest,
+    HostStatus,
+    Instruction,
+    LlmUsage,
+    Message,
+    NotFound,
+    Plan,
+    Reflection,
+    Steer,
+    StepTiming,
+)
+from runtime.operations import ClickIcon, ClickText, Swipe
+
+IDS = {"device": "emulator-5554", "episode_id": "ep-1", "step": 3, "correlation_id": "c-9"}
+IMAGE = bytes(range(256)) * 40  # not valid UTF-8, exercises binary transport
+
+
+def sample_messages() -> list[Message]:
+    msgs: list[Message] = [
+        Instruction(id="i-1", text="Open Settings and turn on Wi‑Fi ✓", task="t-7", max_steps=20, **IDS),
+        Cancel(reason="user asked", **IDS),
+        Approve(approved=False, note="not that one", **IDS),
+        Answer(text="the blue one", **IDS),
+        Steer(text="use the search box", **IDS),
+        Frame(frame_id="f-3", sha256=hashlib.sha256(IMAGE).hexdigest(), width=1080, height=1920,
+              format="png", data=IMAGE, **IDS),
+        GroundRequest(frame_id="f-3", operation=ClickIcon(description="gear", position="top right"), **IDS),
+        Grounded(frame_id="f-3", x=540, y=960, box=Box(500, 900, 580, 1020), source="ocr", score=0.93, **IDS),
+        Ambiguous(frame_id="f-3", candidates=[Candidate(1, Box(0, 0, 10, 10), "Wi-Fi"),
+                                              Candidate(2, Box(0, 20, 10, 30), "Wi-Fi calling")],
+                  marked_image=IMAGE[:1000], image_format="jpeg", **IDS),
+        NotFound(frame_id="f-3", query="Bluetooth", closest=["Bluetooh", "Blue light"], **IDS),
+        Plan(observation="Settings is open", thought="tap Wi-Fi", action="Click text (Wi-Fi)",
+             operation=ClickText(text="Wi-Fi"), **IDS),
+        ActionDone(operation=Swipe(direction="up"), ok=True, x=None, y=None, detail="", duration_s=0.2, **IDS),
+        Reflection(verdict="wrong_page", reason="the keyboard opened", **IDS),
+        EpisodeStarted(instruction_id="i-1", text="Open Settings", task=None, **IDS),
+        EpisodeFinished(instruction_id="i-1", status="succeeded", reason="done", steps=4, **IDS),
+        DeviceStatus(state="busy", host="h1", detail="episode ep-1", **IDS),
+        HostStatus(host="h1", state="online", devices=["emulator-5554"], version="0.1.0"),
+        Error(topic="mobagent/v1/devices/x/instructions", reason="rejected: invalid", detail="d", **IDS),
+        LlmUsage(model="gpt-4o", prompt_tokens=1200, completion_tokens=80, latency_s=1.5, purpose="plan", **IDS),
+        StepTiming(phases={"capture": 0.1, "plan": 1.2}, total_s=1.4, **IDS),
+    ]
+    assert {type(m) for m in msgs} == set(MESSAGE_TYPES), "a message type has no sample"
+    return msgs
