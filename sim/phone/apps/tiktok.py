@@ -196,8 +196,8 @@ def comments(ctx: Ctx[TikTokState]) -> Screen:
         st.draft = ""
         ctx.toast("Comment posted")
 
-    rows: list = [Text(f"{len(v.comments) + sum(1 for i, _ in st.posted if i == v.id)} comments",
-                       "subtitle", align="center")]
+    n = len(v.comments) + sum(1 for i, _ in st.posted if i == v.id)
+    rows: list = [Text(f"{n} comment{'' if n == 1 else 's'}", "subtitle", align="center")]
     for user, text in v.comments:
         rows.append(ListItem(user, text, avatar=user.lstrip("@")))
     for vid, text in st.posted:

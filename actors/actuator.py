@@ -1,0 +1,176 @@
+"""The actuator actor: an operation (with its grounded point) becomes Device calls.
+
+``Open app`` uses the package map when it knows the name (``monkey -p``); otherwise it goes
+home, reads the launcher labels by OCR and taps the icon above the matching label, swiping
+through launcher pages. ``Page up/down`` and ``Swipe`` are swipes in the middle of the
+screen, ``Back`` and ``Exit`` key events. Sensitive operations are recognised here
+(``is_sensitive``); the approval wait itself is the episode's, which owns the control inbox.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+import unicodedata
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+import anyio
+
+from runtime.device import KEY_BACK, KEY_HOME, Device, DeviceError
+from runtime.operations import (
+    Back,
+    ClickIcon,
+    ClickText,
+    Exit,
+    LongPress,
+    OpenApp,
+    Operation,
+    PageDown,
+    PageUp,
+    Swipe,
+    TypeText,
+    Wait,
+    format_operation,
+)
+
+# (text, box) pairs read on the current screen; the launcher fallback needs them.
+ReadScreen = Callable[[], Awaitable[list[tuple[str, tuple[int, int, int, int]]]]]
+
+
+class ActionFailed(RuntimeError):
+    """The operation could not be performed (no such app, nothing to tap...)."""
+
+
+@dataclass(frozen=True)
+class ActResult:
+    detail: str
+    x: int | None = None
+    y: int | None = None
+
+
+def _norm(text: str) -> str:
+    text = unicodedata.normalize("NFKC", text).casefold()
+    return " ".join(re.sub(r"[^\w\s.]", " ", text).split())
+
+
+def is_sensitive(op: Operation, patterns: Sequence[str]) -> str | None:
+    """The pattern an operation's text matches (case-insensitive), or None."""
+    text = format_operation(op)
+    for pat in patterns:
+        try:
+            if re.search(pat, text, re.IGNORECASE):
+                return pat
+        except re.error:
+            if pat.lower() in text.lower():
+                return pat
+    return None
+
+
+class ActuatorActor:
+    name = "actuator"
+
+    def __init__(
+        self, device: Device, *, packages: Mapping[str, str] | None = None,
+        wait_s: float = 2.0, launcher_pages: int = 4, timeout_s: float = 30.0,
+    ) -> None:
+        self.device = device
+        self.packages = {_norm(k): v for k, v in (packages or {}).items()}
+        self.wait_s = wait_s
+        self.launcher_pages = launcher_pages
+        self.timeout_s = timeout_s
+
+    async def perform(
+        self, op: Operation, *, point: tuple[int, int] | None, size: tuple[int, int],
+        read_screen: ReadScreen | None = None,
+    ) -> ActResult:
+        """Do ``op``; ``point`` is the grounded target for click/long-press operations."""
+        with anyio.fail_after(self.timeout_s):
+            return await self._perform(op, point, size, read_screen)
+
+    async def _perform(
+        self, op: Operation, point: tuple[int, int] | None, size: tuple[int, int],
+        read_screen: ReadScreen | None,
+    ) -> ActResult:
+        w, h = size
+        d = self.device
+        match op:
+            case ClickText() | ClickIcon():
+                if point is None:
+                    raise ActionFailed("no grounded point to tap")
+                await d.tap(*point)
+                return ActResult(f"tap {point[0]},{point[1]}", *point)
+            case LongPress():
+                if point is None:
+                    raise ActionFailed("no grounded point to press")
+                await d.long_press(*point, 800)
+                return ActResult(f"long press {point[0]},{point[1]}", *point)
+            case TypeText(text=text):
+                await d.type_text(text)
+                return ActResult(f"typed {len(text)} characters")
+            case PageDown():  # see what is below: drag the content up
+                await d.swipe(w // 2, int(h * 0.7), w // 2, int(h * 0.3), 300)
+                return ActResult("swipe up (page down)")
+            case PageUp():
+                await d.swipe(w // 2, int(h * 0.3), w // 2, int(h * 0.7), 300)
+                return ActResult("swipe down (page up)")
+            case Swipe(direction=direction):
+                x1, y1, x2, y2 = {
+                    "left": (int(w * 0.8), h // 2, int(w * 0.2), h // 2),
+                    "right": (int(w * 0.2), h // 2, int(w * 0.8), h // 2),
+                    "up": (w // 2, int(h * 0.7), w // 2, int(h * 0.3)),
+                    "down": (w // 2, int(h * 0.3), w // 2, int(h * 0.7)),
+                }[direction]
+                await d.swipe(x1, y1, x2, y2, 300)
+                return ActResult(f"swipe {direction}")
+            case Back():
+                await d.key(KEY_BACK)
+                return ActResult("key BACK")
+            case Exit():
+                await d.key(KEY_HOME)
+                return ActResult("key HOME")
+            case Wait():
+                await anyio.sleep(self.wait_s)
+                return ActResult(f"waited {self.wait_s:g}s")
+            case OpenApp(name=name):
+                return await self._open_app(name, size, read_screen)
+        raise ActionFailed(f"{format_operation(op)} is not performed by the actuator")
+
+    async def _open_app(
+        self, name: str, size: tuple[int, int], read_screen: ReadScreen | None
+    ) -> ActResult:
+        pkg = self.packages.get(_norm(name))
+        if pkg is not None:
+            try:
+                await self.device.start_app(pkg)
+                return ActResult(f"started {pkg}")
+            except DeviceError as exc:
+                if read_screen is None:
+                    raise ActionFailed(f"cannot start {pkg}: {exc}") from None
+        if read_screen is None:
+            raise ActionFailed(f"no package known for app {name!r} and no screen reader")
+        return await self._open_from_launcher(name, size, read_screen)
+
+    async def _open_from_launcher(
+        self, name: str, size: tuple[int, int], read_screen: ReadScreen
+    ) -> ActResult:
+        w, h = size
+        want = _norm(name)
+        await self.device.key(KEY_HOME)
+        await anyio.sleep(0.3)
+        # The first page, then each further page; a HOME first resets to page one.
+        for page in range(self.launcher_pages):
+            t0 = time.perf_counter()
+            lines = await read_screen()
+            for text, (x0, y0, x1, y1) in lines:
+                if _norm(text) == want:
+                    lh = max(1, y1 - y0)
+                    x, y = (x0 + x1) // 2, max(0, int(y0 - 2.2 * lh))
+                    await self.device.tap(x, y)
+                    return ActResult(
+                        f"tapped the launcher icon of {text!r} on page {page + 1} "
+                        f"({time.perf_counter() - t0:.2f}s to read)", x, y)
+            await self.device.swipe(int(w * 0.8), h // 2, int(w * 0.2), h // 2, 300)
+            await anyio.sleep(0.3)
+        raise ActionFailed(
+            f"no app labelled {name!r} on {self.launcher_pages} launcher pages")

@@ -1,0 +1,82 @@
+"""The agent's root config: the runtime's sections plus ``[llm]``, ``[perception]``,
+``[agent]`` and ``[device]``.
+
+``load_agent_config`` reads it the way every command does (defaults < TOML < env <
+``--set``); a wrong key or type is a ``ConfigError`` naming it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import msgspec
+from msgspec import Meta
+
+from models.grounding import PerceptionSettings
+from models.llm import LLMSettings
+from runtime.config import RuntimeConfig, Section, load_config
+
+# Mobile-Eval's apps, by the label on the launcher (lower-cased), for `Open app`.
+DEFAULT_PACKAGES: dict[str, str] = {
+    "settings": "com.android.settings",
+    "notes": "com.mobagent.notes",
+    "gmail": "com.google.android.gm",
+    "google maps": "com.google.android.apps.maps",
+    "maps": "com.google.android.apps.maps",
+    "play store": "com.android.vending",
+    "google play": "com.android.vending",
+    "amazon music": "com.amazon.mp3",
+    "alibaba.com": "com.alibaba.intl.android.apps.poseidon",
+    "alibaba": "com.alibaba.intl.android.apps.poseidon",
+    "tiktok": "com.zhiliaoapp.musically",
+    "chrome": "com.android.chrome",
+    "youtube": "com.google.android.youtube",
+    "calendar": "com.google.android.calendar",
+}
+DEFAULT_SENSITIVE = [r"\bsend\b", r"\bpay\b", r"\bpurchase\b", r"\bbuy\b", r"\bdelete\b",
+                     r"\binstall\b", r"\bremove\b", r"\btransfer\b"]
+
+
+class AgentSettings(Section):
+    max_steps: Annotated[int, Meta(ge=1, le=1000)] = 30  # the step budget per episode
+    keep_screenshots: Annotated[int, Meta(ge=0, le=10)] = 1  # history steps sent with their frame
+    loop_guard: Annotated[int, Meta(ge=2)] = 3  # same action on the same frame N times -> loop
+    revisit_guard: Annotated[int, Meta(ge=2)] = 4  # same screen seen N times -> wrong_page
+    max_reasks: Annotated[int, Meta(ge=0, le=10)] = 2  # re-asks of an unparsable reply
+    max_not_complete: Annotated[int, Meta(ge=0)] = 3  # "not complete" answers before giving up
+    ocr_hints: bool = False  # OCR lines of the current frame in the planner prompt
+    speculative_ocr: bool = True  # read each new frame while the planner waits for the LLM
+    completion_check: bool = True  # ask the reflector LLM before accepting Stop
+    approval: bool = False  # sensitive operations wait for Approve on the control topic
+    sensitive_patterns: list[str] = msgspec.field(default_factory=lambda: list(DEFAULT_SENSITIVE))
+    approval_timeout_s: Annotated[float, Meta(gt=0)] = 300.0
+    ask_timeout_s: Annotated[float, Meta(gt=0)] = 300.0
+    settle_s: Annotated[float, Meta(ge=0)] = 0.3  # wait after an action before the next frame
+    wait_s: Annotated[float, Meta(ge=0)] = 2.0  # what `Wait` waits
+    step_timeout_s: Annotated[float, Meta(gt=0)] = 600.0
+    frame_format: Literal["png", "jpeg"] = "jpeg"
+    jpeg_quality: Annotated[int, Meta(ge=1, le=95)] = 80
+    stream_interval_s: Annotated[float, Meta(ge=0)] = 0.0  # >0: publish frames between steps
+    packages: dict[str, str] = msgspec.field(default_factory=lambda: dict(DEFAULT_PACKAGES))
+    launcher_pages: Annotated[int, Meta(ge=1)] = 4  # pages swiped looking for an app label
+    perception_workers: Annotated[int, Meta(ge=1, le=64)] = 1  # frames grounded at once, per host
+
+
+class DeviceSettings(Section):
+    capture: Literal["auto", "raw", "png"] = "auto"
+    timeout_s: Annotated[float, Meta(gt=0)] = 15.0
+
+
+class AgentConfig(RuntimeConfig):
+    llm: LLMSettings = msgspec.field(default_factory=LLMSettings)
+    perception: PerceptionSettings = msgspec.field(default_factory=PerceptionSettings)
+    agent: AgentSettings = msgspec.field(default_factory=AgentSettings)
+    device: DeviceSettings = msgspec.field(default_factory=DeviceSettings)
+
+
+def load_agent_config(
+    path: str | Path | None, *, overrides: list[str] | None = None, env: Any = None
+) -> AgentConfig:
+    return load_config(path, AgentConfig, overrides=overrides or [], env=env,
+                       unknown_sections="ignore")

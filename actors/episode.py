@@ -1,0 +1,587 @@
+"""One device's actor group and the step loop (Mobile-Agent's loop, as events on the bus).
+
+``DeviceAgent`` is the actor on the bus for one phone. Its inbox is the device's control
+topic (Cancel, Approve, Answer, Steer); instructions reach it through ``submit`` (the
+host's instruction gate calls it), and it runs one episode at a time. Each step:
+
+1. the frame (``CaptureActor``) -> ``Frame``; speculative OCR starts on it at once;
+2. the policy (``actors/planner.py``) decides -> ``LlmUsage`` per call, ``Plan``;
+3. a target to tap -> ``GroundRequest`` -> ``Grounded`` | ``Ambiguous`` (one chooser call)
+   | ``NotFound`` (feedback for the next prompt, nothing executed);
+4. sensitive operations wait for ``Approve`` when approval is on;
+5. the actuator performs it -> ``ActionDone``;
+6. the next frame, and the reflector's verdict -> ``Reflection``; then ``StepTiming``.
+
+``Stop`` triggers the completion check; "not complete" continues with the reason in the
+prompt.
+
+Within one device the step's actors (capture, perception, planner, actuator, reflector)
+are called in-process by this loop, in order, rather than answering each other over MQTT:
+a step is a strict sequence, and a frame round trip through the broker would only add
+latency. Every message they produce is still published as it happens, so ``watch``, the
+recorder and the report see the whole conversation. The perception actor is shared by
+all devices of the host. Every message carries device, episode_id and step, and goes out on
+``mobagent/v1/devices/{serial}/events/{kind}``.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TypeVar
+
+import anyio
+import msgspec
+import structlog
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+
+from actors.actuator import ActionFailed, ActuatorActor, is_sensitive
+from actors.capture import CaptureActor, Captured
+from actors.config import AgentSettings
+from actors.perception import PerceptionActor, candidate_point
+from actors.planner import Policy, StepContext
+from actors.react import (
+    StepRecord,
+    incomplete_feedback,
+    not_found_feedback,
+    reflection_feedback,
+)
+from actors.reflector import ReflectorActor
+from models.llm import LLMError, LLMReply
+from runtime import topics
+from runtime.actor import Actor, Publisher
+from runtime.device import Device, DeviceError
+from runtime.messages import (
+    ActionDone,
+    Ambiguous,
+    Answer,
+    Approve,
+    Cancel,
+    DeviceStatus,
+    EpisodeFinished,
+    EpisodeStarted,
+    EpisodeStatus,
+    Error,
+    Grounded,
+    GroundRequest,
+    Instruction,
+    LlmUsage,
+    Message,
+    Msg,
+    NotFound,
+    Plan,
+    Reflection,
+    Steer,
+    StepTiming,
+    Verdict,
+)
+from runtime.operations import GROUNDED_OPS, Ask, ClickIcon, Operation, Stop, format_operation
+
+log = structlog.get_logger(__name__)
+
+PolicyFactory = Callable[[Instruction], Policy]
+M = TypeVar("M", bound=Msg)
+
+
+@dataclass(frozen=True)
+class Ids:
+    device: str
+    episode_id: str
+    correlation_id: str
+
+    def stamp(self, msg: M, step: int) -> M:
+        return msgspec.structs.replace(msg, device=self.device, episode_id=self.episode_id,
+                                       correlation_id=self.correlation_id, step=step)
+
+
+@dataclass(frozen=True)
+class EpisodeOutcome:
+    episode_id: str
+    instruction_id: str
+    status: EpisodeStatus
+    reason: str
+    steps: int
+    operations: tuple[Operation, ...]  # executed operations, in order
+
+
+class _Finish(Exception):
+    def __init__(self, status: EpisodeStatus, reason: str) -> None:
+        super().__init__(reason)
+        self.status = status
+        self.reason = reason
+
+
+class DeviceAgent(Actor):
+    """The per-device agent: control inbox, one episode at a time, every step as events."""
+
+    name = "agent"
+
+    def __init__(
+        self,
+        bus: Publisher,
+        device: Device,
+        *,
+        settings: AgentSettings,
+        perception: PerceptionActor,
+        policy_for: PolicyFactory,
+        host: str = "",
+        publish_timeout_s: float = 15.0,
+    ) -> None:
+        super().__init__(bus)
+        self.device = device
+        self.serial = device.serial
+        self.settings = settings
+        self.perception = perception
+        self.policy_for = policy_for
+        self.host = host
+        self.publish_timeout_s = publish_timeout_s
+        self.inbox = (topics.device_control(self.serial),)
+        self.capture = CaptureActor(device, fmt=settings.frame_format,
+                                    quality=settings.jpeg_quality)
+        self.actuator = ActuatorActor(device, packages=settings.packages, wait_s=settings.wait_s,
+                                      launcher_pages=settings.launcher_pages)
+        self.reflector = ReflectorActor(loop_guard=settings.loop_guard,
+                                        revisit_guard=settings.revisit_guard)
+        self._queue_send: MemoryObjectSendStream[Instruction]
+        self._queue_recv: MemoryObjectReceiveStream[Instruction]
+        self._queue_send, self._queue_recv = anyio.create_memory_object_stream[Instruction](16)
+        self._scope: anyio.CancelScope | None = None
+        self._cancel_reason = ""
+        self._episode_id = ""
+        self._approvals: list[Approve] = []
+        self._answers: list[Answer] = []
+        self._steers: list[str] = []
+        self._control_event = anyio.Event()
+        self.outcomes: list[EpisodeOutcome] = []
+        self.busy = False
+        # In-process listeners, called with every message before it is published (the
+        # benchmark reads the simulator's state right after each ActionDone this way).
+        self.observers: list[Callable[[Msg], None]] = []
+        self._one_at_a_time = anyio.Lock()
+
+    # ---- the bus side -----------------------------------------------------------------
+
+    async def emit(self, msg: Msg) -> None:
+        """Publish one event; a bus problem is logged, never fatal to the episode."""
+        for observe in self.observers:
+            try:
+                observe(msg)
+            except Exception as exc:  # an observer's bug must not stop the episode
+                log.warning("observer_failed", device=self.serial, error=str(exc))
+        try:
+            with anyio.fail_after(self.publish_timeout_s):
+                await self.bus.publish(topics.device_event(self.serial, msg), msg)
+        except Exception as exc:
+            log.warning("event_publish_failed", device=self.serial, kind=type(msg).__name__,
+                        error=f"{type(exc).__name__}: {exc}")
+
+    async def status(self, state: str, detail: str = "") -> None:
+        msg = DeviceStatus(device=self.serial, episode_id=self._episode_id,
+                           state=state, host=self.host, detail=detail[:500])  # type: ignore[arg-type]
+        try:
+            with anyio.fail_after(self.publish_timeout_s):
+                await self.bus.publish(topics.device_status(self.serial), msg, retain=True)
+        except Exception as exc:
+            log.warning("status_publish_failed", device=self.serial, error=str(exc))
+
+    async def submit(self, instr: Instruction) -> None:
+        """Queue an instruction (the host's gate calls this); refused when the queue is full."""
+        try:
+            self._queue_send.send_nowait(instr)
+        except anyio.WouldBlock:
+            await self.emit(Error(topic=topics.device_instructions(self.serial),
+                                  reason="instruction refused", detail="the device queue is full",
+                                  device=self.serial, correlation_id=instr.id))
+
+    async def handle(self, topic: str, msg: Message) -> None:
+        if msg.episode_id and self._episode_id and msg.episode_id != self._episode_id:
+            return  # meant for another episode
+        if isinstance(msg, Cancel):
+            if self._scope is not None:
+                self._cancel_reason = msg.reason or "cancelled"
+                self._scope.cancel()
+        elif isinstance(msg, Approve):
+            self._approvals.append(msg)
+        elif isinstance(msg, Answer):
+            self._answers.append(msg)
+        elif isinstance(msg, Steer):
+            self._steers.append(msg.text)
+        self._control_event.set()
+
+    async def main(self) -> None:
+        await self.status("idle")
+        async with anyio.create_task_group() as tg:
+            if self.settings.stream_interval_s > 0:
+                tg.start_soon(self._stream)
+            async for instr in self._queue_recv:
+                await self.run_episode(instr)
+            tg.cancel_scope.cancel()
+
+    async def _stream(self) -> None:
+        """Frames between episodes at the configured interval (for ``watch``)."""
+        while True:
+            await anyio.sleep(self.settings.stream_interval_s)
+            if self.busy:
+                continue
+            try:
+                cap = await self.capture.capture()
+                await self.emit(cap.frame)
+            except Exception as exc:
+                log.debug("stream_capture_failed", device=self.serial, error=str(exc))
+
+    async def _wait_control(self, pick: Callable[[], Msg | None], timeout_s: float) -> Msg | None:
+        with anyio.move_on_after(timeout_s):
+            while True:
+                got = pick()
+                if got is not None:
+                    return got
+                self._control_event = anyio.Event()
+                await self._control_event.wait()
+        return None
+
+    # ---- one episode ------------------------------------------------------------------
+
+    async def run_episode(self, instr: Instruction) -> EpisodeOutcome:
+        """Run one episode to its end; episodes on one device never overlap."""
+        async with self._one_at_a_time:
+            return await self._run_episode(instr)
+
+    async def _run_episode(self, instr: Instruction) -> EpisodeOutcome:
+        episode_id = instr.episode_id or f"ep-{uuid.uuid4().hex[:12]}"
+        self._episode_id = episode_id
+        self._cancel_reason = ""
+        self._approvals.clear()
+        self._answers.clear()
+        self._steers.clear()
+        self.busy = True
+        self.reflector.reset()
+        ids = Ids(self.serial, episode_id, instr.id)
+        budget = instr.max_steps or self.settings.max_steps
+        run = _Episode(self, instr, episode_id, budget, ids)
+        await self.status("busy", f"episode {episode_id}")
+        await self.emit(ids.stamp(EpisodeStarted(instruction_id=instr.id, text=instr.text,
+                                                 task=instr.task), 0))
+        status: EpisodeStatus = "failed"
+        reason = ""
+        with anyio.CancelScope() as scope:
+            self._scope = scope
+            async with anyio.create_task_group() as tg:
+                run.tg = tg
+                try:
+                    await run.loop()
+                except _Finish as fin:
+                    status, reason = fin.status, fin.reason
+                except (DeviceError, LLMError, TimeoutError, ActionFailed) as exc:
+                    status, reason = "failed", f"{type(exc).__name__}: {exc}"
+                    await self.emit(ids.stamp(Error(
+                        topic=topics.device_event(self.serial, "error"),
+                        reason="episode failed", detail=reason[:2000]), run.step))
+                finally:
+                    tg.cancel_scope.cancel()  # stray speculative OCR
+        self._scope = None
+        if scope.cancelled_caught or self._cancel_reason:
+            status, reason = "cancelled", self._cancel_reason or "cancelled"
+        with anyio.CancelScope(shield=True):
+            await self.emit(ids.stamp(EpisodeFinished(
+                instruction_id=instr.id, status=status, reason=reason[:2000], steps=run.step),
+                run.step))
+            await self.status("idle", f"last episode {episode_id}: {status}")
+        self.busy = False
+        outcome = EpisodeOutcome(episode_id, instr.id, status, reason, run.step,
+                                 tuple(run.executed))
+        self.outcomes.append(outcome)
+        log.info("episode_finished", device=self.serial, episode=episode_id, status=status,
+                 steps=run.step, reason=reason[:200])
+        return outcome
+
+
+class _Episode:
+    """The state of one running episode (history, feedback, counters) and its loop."""
+
+    def __init__(self, agent: DeviceAgent, instr: Instruction, episode_id: str, budget: int,
+                 ids: Ids) -> None:
+        self.a = agent
+        self.s = agent.settings
+        self.instr = instr
+        self.episode_id = episode_id
+        self.budget = budget
+        self.ids = ids
+        self.policy: Policy = agent.policy_for(instr)
+        self.history: list[StepRecord] = []
+        self.feedback: list[str] = []
+        self.executed: list[Operation] = []
+        self.step = 0
+        self.not_complete = 0
+        self.tg: anyio.abc.TaskGroup | None = None
+
+    async def send(self, msg: Msg) -> None:
+        await self.a.emit(self.ids.stamp(msg, self.step))
+
+    async def usage(self, replies: tuple[LLMReply, ...], purpose: str) -> float:
+        total = 0.0
+        for r in replies:
+            total += r.latency_s
+            await self.send(LlmUsage(model=r.model, prompt_tokens=r.prompt_tokens,
+                                     completion_tokens=r.completion_tokens,
+                                     latency_s=r.latency_s, purpose=purpose))
+        return total
+
+    async def reflect(self, verdict: Verdict, reason: str) -> None:
+        await self.send(Reflection(verdict=verdict, reason=reason[:2000]))
+
+    async def frame(self, step: int) -> Captured:
+        cap = await self.a.capture.capture(episode_id=self.episode_id, step=step)
+        await self.a.emit(cap.frame)
+        if self.s.speculative_ocr and self.tg is not None:
+            self.tg.start_soon(self.a.perception.speculate, cap, self.a.serial)
+        return cap
+
+    def context(self, before: Captured, hints: tuple[str, ...] = ()) -> StepContext:
+        feedback = [*self.feedback, *(f"The user says: {t}" for t in self.a._steers)]
+        if before.black:
+            feedback.append("The screenshot is all black: the app shows a secure window that "
+                            "cannot be captured. Go Back, or Ask the user.")
+        self.a._steers.clear()
+        return StepContext(
+            instruction=self.instr.text, screenshot=before.data, history=tuple(self.history),
+            feedback=tuple(feedback), ocr_hints=hints, step=self.step, task=self.instr.task,
+        )
+
+    def record(self, op: Operation, result: str, before: Captured,
+               verdict: str | None = None, reason: str | None = None) -> None:
+        self.history.append(StepRecord(action=op, result=result, verdict=verdict, reason=reason,
+                                       screenshot=before.data))
+
+    async def done(self, op: Operation, ok: bool, detail: str, t0: float,
+                   point: tuple[int, int] | None = None) -> None:
+        await self.send(ActionDone(
+            operation=op, ok=ok, detail=detail[:2000], duration_s=time.perf_counter() - t0,
+            x=point[0] if point else None, y=point[1] if point else None))
+
+    async def loop(self) -> None:
+        a, s = self.a, self.s
+        self.step = 1
+        before = await self.frame(1)
+        app_before = await a.device.current_app()
+        while True:
+            if self.step > self.budget:
+                self.step = self.budget
+                await self.reflect("incomplete", f"the step budget of {self.budget} is spent")
+                raise _Finish("failed", f"step budget of {self.budget} steps exhausted")
+            with anyio.fail_after(s.step_timeout_s):
+                before, app_before = await self.one_step(before, app_before)
+            self.step += 1
+
+    async def one_step(self, before: Captured, app_before: str) -> tuple[Captured, str]:
+        a, s = self.a, self.s
+        t_step = time.perf_counter()
+        # Each frame is counted once: the first in step 1, then each step's after-frame.
+        first = self.step == 1 and not self.history
+        first_capture = before.capture_s + before.encode_s if first else 0.0
+        phases: dict[str, float] = {"capture": first_capture}
+
+        hints: tuple[str, ...] = ()
+        if s.ocr_hints:
+            t = time.perf_counter()
+            hints = tuple(t for t, _ in await a.perception.read_text(before, a.serial))
+            phases["perception"] = time.perf_counter() - t
+        ctx = self.context(before, hints)
+
+        t = time.perf_counter()
+        decision = await self.policy.decide(ctx)
+        phases["llm"] = time.perf_counter() - t
+        await self.usage(decision.replies, "plan")
+        op = decision.operation
+        await self.send(Plan(observation=decision.observation[:4000],
+                             thought=decision.thought[:4000], action=decision.action[:1000],
+                             operation=op, parse_error=decision.parse_error[:1000]))
+        self.feedback = []
+
+        async def timing() -> None:
+            total = time.perf_counter() - t_step + first_capture
+            await self.send(StepTiming(phases={k: round(v, 4) for k, v in phases.items()},
+                                       total_s=round(total, 4)))
+
+        if op is None:
+            self.feedback = [f"Your last reply could not be used ({decision.parse_error}); "
+                             "nothing was done. Answer in the required format."]
+            await self.reflect("unchanged", f"unusable reply, nothing executed: "
+                                            f"{decision.parse_error}")
+            await timing()
+            return before, app_before
+
+        if isinstance(op, Stop):
+            await self.stop(ctx, before, phases)
+            await timing()
+            return before, app_before
+
+        count = a.reflector.note_choice(before, op)
+        loop = a.reflector.loop_verdict(count, op)
+        if loop is not None:
+            await self.reflect("loop", loop.reason)
+            if count >= s.loop_guard + 2:
+                await timing()
+                raise _Finish("failed", f"loop guard: {format_operation(op)} chosen {count} "
+                                        "times on the same screen")
+            self.feedback = [reflection_feedback("loop", loop.reason)]
+            self.record(op, "not done: repeated without effect", before, "loop", loop.reason)
+            await timing()
+            return before, app_before
+
+        if isinstance(op, Ask):
+            await self.ask(op, before)
+            await timing()
+            return before, app_before
+
+        point: tuple[int, int] | None = None
+        if isinstance(op, GROUNDED_OPS):
+            t = time.perf_counter()
+            point = await self.ground(op, ctx, before, phases)
+            phases["perception"] = phases.get("perception", 0.0) + time.perf_counter() - t
+            if point is None:
+                await timing()
+                return before, app_before
+
+        if s.approval and (pattern := is_sensitive(op, s.sensitive_patterns)) is not None:
+            t = time.perf_counter()
+            approved, note = await self.approval(op, pattern)
+            phases["approval"] = time.perf_counter() - t
+            if not approved:
+                await self.done(op, False, f"skipped: not approved ({note})", time.perf_counter())
+                self.record(op, f"skipped: not approved{f' ({note})' if note else ''}", before)
+                self.feedback = [f"The user did not approve {format_operation(op)}"
+                                 + (f": {note}" if note else "") + ". Do something else or Stop."]
+                await timing()
+                return before, app_before
+
+        t = time.perf_counter()
+        size = (before.frame.width, before.frame.height)
+
+        async def read_screen() -> list[tuple[str, tuple[int, int, int, int]]]:
+            cap = await a.capture.capture(episode_id=self.episode_id, step=self.step)
+            res = await a.perception.perception.aread_text(
+                cap.rgb, frame_id=cap.frame.sha256, timeout_s=a.perception.timeout_s)
+            return [(ln.text, (int(ln.box[0]), int(ln.box[1]), int(ln.box[2]), int(ln.box[3])))
+                    for ln in res.lines]
+
+        try:
+            res = await a.actuator.perform(op, point=point, size=size, read_screen=read_screen)
+        except (ActionFailed, DeviceError) as exc:
+            phases["act"] = time.perf_counter() - t
+            await self.done(op, False, str(exc), t, point)
+            self.record(op, f"failed: {exc}", before)
+            self.feedback = [f"{format_operation(op)} failed: {exc}"]
+            await timing()
+            return before, app_before
+        self.executed.append(op)
+        phases["act"] = time.perf_counter() - t
+        await self.done(op, True, res.detail, t, (res.x, res.y) if res.x is not None and
+                        res.y is not None else point)
+
+        if s.settle_s:
+            await anyio.sleep(s.settle_s)
+        after = await self.frame(self.step + 1)
+        phases["capture"] += after.capture_s + after.encode_s
+        t = time.perf_counter()
+        app_after = await a.device.current_app()
+        verdict = await a.reflector.reflect(before, after, op, app_before=app_before,
+                                            app_after=app_after)
+        phases["reflection"] = time.perf_counter() - t
+        await self.reflect(verdict.verdict, verdict.reason)  # type: ignore[arg-type]
+        self.record(op, res.detail, before, verdict.verdict, verdict.reason)
+        if verdict.verdict != "ok":
+            self.feedback = [reflection_feedback(verdict.verdict, verdict.reason)]
+        await timing()
+        return after, app_after
+
+    async def stop(self, ctx: StepContext, before: Captured, phases: dict[str, float]) -> None:
+        if not self.s.completion_check:
+            raise _Finish("succeeded", "the planner chose Stop")
+        t = time.perf_counter()
+        comp = await self.policy.check_completion(ctx)
+        phases["reflection"] = time.perf_counter() - t
+        await self.usage(comp.replies, "reflect")
+        if comp.complete:
+            await self.reflect("complete", comp.reason)
+            raise _Finish("succeeded", comp.reason or "complete")
+        self.not_complete += 1
+        await self.reflect("incomplete", comp.reason)
+        self.record(Stop(), "not complete", before, "incomplete", comp.reason)
+        self.feedback = [incomplete_feedback(comp.reason or "no reason given")]
+        if self.not_complete > self.s.max_not_complete:
+            raise _Finish("failed", f"Stop was judged not complete {self.not_complete} times: "
+                                    f"{comp.reason}")
+
+    async def ground(self, op: Operation, ctx: StepContext, before: Captured,
+                     phases: dict[str, float]) -> tuple[int, int] | None:
+        a = self.a
+        req = self.ids.stamp(GroundRequest(frame_id=before.frame_id, operation=op), self.step)
+        await a.emit(req)
+        ans = await a.perception.ground(req, before)
+        await a.emit(ans)
+        if isinstance(ans, Grounded):
+            return ans.x, ans.y
+        if isinstance(ans, Ambiguous):
+            target = op.description if isinstance(op, ClickIcon) else getattr(op, "text", "")
+            labels = [c.index for c in ans.candidates]
+            t = time.perf_counter()
+            choice = await self.policy.choose(ctx, target, ans.marked_image or before.data,
+                                              labels, [c.text for c in ans.candidates],
+                                              [c.box.center for c in ans.candidates])
+            phases["llm"] = phases.get("llm", 0.0) + time.perf_counter() - t
+            await self.usage(choice.replies, "choose")
+            pt = candidate_point(ans, choice.index) if choice.index is not None else None
+            if pt is not None:
+                box = next(c.box for c in ans.candidates if c.index == choice.index)
+                await self.send(Grounded(frame_id=before.frame_id, x=pt[0], y=pt[1], box=box,
+                                         source="chooser"))
+                return pt
+            ans = self.ids.stamp(NotFound(frame_id=before.frame_id, query=target,
+                                          closest=[c.text for c in ans.candidates if c.text]),
+                                 self.step)
+            await a.emit(ans)
+        assert isinstance(ans, NotFound)
+        self.feedback = [not_found_feedback(op, ans.closest)]
+        await self.done(op, False, "target not found on the screen", time.perf_counter())
+        self.record(op, "not found", before)
+        return None
+
+    async def approval(self, op: Operation, pattern: str) -> tuple[bool, str]:
+        a = self.a
+        await a.status("busy", f"awaiting approval (step {self.step}): {format_operation(op)}")
+
+        def pick() -> Msg | None:
+            for msg in list(a._approvals):
+                if msg.step in (0, self.step):
+                    a._approvals.remove(msg)
+                    return msg
+            return None
+
+        got = await a._wait_control(pick, self.s.approval_timeout_s)
+        await a.status("busy", f"episode {self.episode_id}")
+        if got is None:
+            return False, f"no approval within {self.s.approval_timeout_s:g}s"
+        assert isinstance(got, Approve)
+        return got.approved, got.note
+
+    async def ask(self, op: Ask, before: Captured) -> None:
+        a = self.a
+        t = time.perf_counter()
+        await a.status("busy", f"question (step {self.step}): {op.question}")
+
+        def pick() -> Msg | None:
+            return a._answers.pop(0) if a._answers else None
+
+        got = await a._wait_control(pick, self.s.ask_timeout_s)
+        await a.status("busy", f"episode {self.episode_id}")
+        if got is None:
+            result = f"no answer within {self.s.ask_timeout_s:g}s"
+        else:
+            assert isinstance(got, Answer)
+            result = f"answered: {got.text}"
+        await self.done(op, got is not None, result, t)
+        self.record(op, result, before)
+        self.executed.append(op)
+

@@ -1,0 +1,106 @@
+"""The perception actor: grounds ``Click text`` / ``Click icon`` / ``Long press`` targets.
+
+One ``Perception`` (models/grounding.py) serves every device of a host; a semaphore
+bounds how many frames it works on at once (OCR is CPU-bound; more threads than cores
+only queue). Results are cached per frame (Perception caches OCR and proposals by frame
+id), so the speculative OCR started on each new frame while the planner waits for the LLM
+makes the later grounding of that frame nearly free.
+"""
+
+from __future__ import annotations
+
+import time
+
+import anyio
+import msgspec
+import structlog
+
+from actors.capture import Captured
+from models.grounding import Ambiguous as GAmbiguous
+from models.grounding import Grounded as GGrounded
+from models.grounding import GroundResult, Perception, PerceptionSettings
+from runtime.messages import Ambiguous, Box, Candidate, Grounded, GroundRequest, NotFound
+from runtime.operations import ClickIcon, ClickText, LongPress, Operation
+
+log = structlog.get_logger(__name__)
+
+GroundAnswer = Grounded | Ambiguous | NotFound
+
+
+def _box(b: tuple[float, float, float, float]) -> Box:
+    return Box(max(0, int(b[0])), max(0, int(b[1])), max(0, int(b[2])), max(0, int(b[3])))
+
+
+class PerceptionActor:
+    """Shared per host: ``ground`` answers a GroundRequest, ``speculate`` pre-reads a frame."""
+
+    name = "perception"
+
+    def __init__(
+        self, perception: Perception | None = None, *,
+        settings: PerceptionSettings | None = None, workers: int = 1,
+    ) -> None:
+        self.perception = perception or Perception(settings)
+        self.timeout_s = self.perception.settings.timeout_s
+        self._slots = anyio.Semaphore(max(1, workers))
+        self.speculated = 0
+
+    async def read_text(self, captured: Captured, device: str = "") -> list[tuple[str, tuple[int, int]]]:
+        """Lines on the frame with their centres (for launcher labels and OCR hints)."""
+        async with self._slots:
+            res = await self.perception.aread_text(
+                captured.rgb, frame_id=captured.frame.sha256, device=device or None,
+                timeout_s=self.timeout_s,
+            )
+        return [(ln.text, (int(ln.center[0]), int(ln.center[1]))) for ln in res.lines]
+
+    async def speculate(self, captured: Captured, device: str = "") -> None:
+        """OCR the frame now, off the critical path; failures only cost the cache hit."""
+        try:
+            await self.read_text(captured, device)
+            self.speculated += 1
+        except Exception as exc:  # best effort: the real request reports its own error
+            log.debug("speculative_ocr_failed", error=f"{type(exc).__name__}: {exc}")
+
+    async def ground(self, req: GroundRequest, captured: Captured) -> GroundAnswer:
+        """The answer to ``req`` on ``captured`` (which must be the frame it names)."""
+        op = req.operation
+        t0 = time.perf_counter()
+        async with self._slots:
+            result = await self._ground(op, captured, req.device)
+        log.debug("grounded", op=type(op).__name__, s=round(time.perf_counter() - t0, 3))
+        fid = captured.frame_id
+        answer = self._answer(result, fid)
+        return msgspec.structs.replace(answer, device=req.device, episode_id=req.episode_id,
+                                       step=req.step, correlation_id=req.correlation_id)
+
+    @staticmethod
+    def _answer(result: GroundResult, fid: str) -> GroundAnswer:
+        if isinstance(result, GGrounded):
+            return Grounded(frame_id=fid, x=max(0, int(result.point[0])),
+                            y=max(0, int(result.point[1])), box=_box(result.box),
+                            source=result.method, score=float(result.score))
+        if isinstance(result, GAmbiguous):
+            return Ambiguous(
+                frame_id=fid, image_format="jpeg", marked_image=result.marked_jpeg,
+                candidates=[Candidate(index=c.number, box=_box(c.box), text=c.label)
+                            for c in result.candidates])
+        return NotFound(frame_id=fid, query=result.query, closest=list(result.closest))
+
+    async def _ground(self, op: Operation, captured: Captured, device: str) -> GroundResult:
+        p = self.perception
+        sha = captured.frame.sha256
+        if isinstance(op, ClickText | LongPress):
+            return await p.aground_text(captured.rgb, op.text, frame_id=sha,
+                                        device=device or None, timeout_s=self.timeout_s)
+        if isinstance(op, ClickIcon):
+            return await p.aground_icon(captured.rgb, op.description, position=op.position,
+                                        frame_id=sha, timeout_s=self.timeout_s)
+        raise ValueError(f"{type(op).__name__} has no target to ground")
+
+
+def candidate_point(amb: Ambiguous, index: int) -> tuple[int, int] | None:
+    for c in amb.candidates:
+        if c.index == index:
+            return c.box.center
+    return None

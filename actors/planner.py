@@ -1,0 +1,159 @@
+"""The planner actor: the next operation, from a ``Policy``.
+
+``Policy`` is the seam: ``LLMPolicy`` is Mobile-Agent's planner (the prompts and strict
+parsers of ``actors/react.py`` over ``models/llm.py``); anything else with the same three
+methods can be injected (the benchmark's oracle, which replays a task's reference
+operations, lives in bench/ because actors may not see the simulator). A reply that does
+not parse is re-asked at most N times and never executed: ``decide`` then returns a
+``Decision`` with ``operation=None`` and the parse error.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from actors.react import (
+    PlannerInput,
+    StepRecord,
+    UnparsableReply,
+    check_completion,
+    choose_box,
+    plan_step,
+)
+from models.llm import ChatModel, LLMReply
+from runtime.operations import Operation
+
+
+@dataclass(frozen=True)
+class Decision:
+    observation: str
+    thought: str
+    action: str  # as written by the policy
+    operation: Operation | None  # None: unusable (parse_error says why); never executed
+    parse_error: str = ""
+    replies: tuple[LLMReply, ...] = ()  # every LLM call made, for LlmUsage events
+
+
+@dataclass(frozen=True)
+class Choice:
+    index: int | None  # the chosen candidate, None for "none of them"
+    replies: tuple[LLMReply, ...] = ()
+
+
+@dataclass(frozen=True)
+class Completion:
+    complete: bool
+    reason: str
+    replies: tuple[LLMReply, ...] = ()
+
+
+@dataclass(frozen=True)
+class StepContext:
+    """What a policy gets each step."""
+
+    instruction: str
+    screenshot: bytes
+    history: tuple[StepRecord, ...] = ()
+    feedback: tuple[str, ...] = ()
+    ocr_hints: tuple[str, ...] = ()
+    step: int = 1
+    task: str | None = None
+    extra: dict[str, str] = field(default_factory=dict)
+
+
+class Policy(Protocol):
+    name: str
+
+    async def decide(self, ctx: StepContext) -> Decision: ...
+
+    async def choose(
+        self, ctx: StepContext, target: str, image: bytes, labels: Sequence[int],
+        texts: Sequence[str], points: Sequence[tuple[int, int]] = (),
+    ) -> Choice: ...
+
+    async def check_completion(self, ctx: StepContext) -> Completion: ...
+
+
+class LLMPolicy:
+    """Mobile-Agent's planner, chooser and completion check on an OpenAI-compatible model."""
+
+    name = "llm"
+
+    def __init__(self, llm: ChatModel, *, keep_screenshots: int = 1, max_reasks: int = 2) -> None:
+        self.llm = llm
+        self.keep_screenshots = keep_screenshots
+        self.max_reasks = max_reasks
+
+    async def decide(self, ctx: StepContext) -> Decision:
+        inp = PlannerInput(
+            instruction=ctx.instruction, screenshot=ctx.screenshot, history=ctx.history,
+            ocr_hints=ctx.ocr_hints, feedback=ctx.feedback,
+        )
+        try:
+            parsed = await plan_step(
+                self.llm, inp, keep_screenshots=self.keep_screenshots, max_reasks=self.max_reasks
+            )
+        except UnparsableReply as exc:
+            last = exc.replies[-1].text if exc.replies else ""
+            return Decision("", "", last.strip()[-300:], None, parse_error=exc.errors[-1],
+                            replies=exc.replies)
+        r = parsed.value
+        return Decision(r.observation, r.thought, r.action_text, r.action, replies=parsed.replies)
+
+    async def choose(
+        self, ctx: StepContext, target: str, image: bytes, labels: Sequence[int],
+        texts: Sequence[str], points: Sequence[tuple[int, int]] = (),
+    ) -> Choice:
+        try:
+            parsed = await choose_box(
+                self.llm, instruction=ctx.instruction, target=target, image=image, labels=labels,
+                texts=texts, max_reasks=self.max_reasks,
+            )
+        except UnparsableReply as exc:
+            return Choice(None, exc.replies)
+        return Choice(parsed.value, parsed.replies)
+
+    async def check_completion(self, ctx: StepContext) -> Completion:
+        try:
+            parsed = await check_completion(
+                self.llm, instruction=ctx.instruction, history=ctx.history,
+                screenshot=ctx.screenshot, max_reasks=self.max_reasks,
+            )
+        except UnparsableReply as exc:
+            # No usable verdict: do not end the episode on a guess.
+            return Completion(False, f"the completion check gave no usable answer ({exc.errors[-1]})",
+                              exc.replies)
+        return Completion(parsed.value.complete, parsed.value.reason, parsed.replies)
+
+
+class ScriptedPolicy:
+    """Issues fixed operations in order, then Stop; chooses the first candidate; always
+    complete. The oracle planner is this with a task's reference operations."""
+
+    name = "scripted"
+
+    def __init__(self, operations: Sequence[Operation], name: str = "scripted") -> None:
+        from runtime.operations import Stop
+
+        self.ops = [*operations, Stop()]
+        self.name = name
+        self._i = 0
+
+    async def decide(self, ctx: StepContext) -> Decision:
+        from runtime.operations import Stop, format_operation
+
+        op = self.ops[self._i] if self._i < len(self.ops) else Stop()
+        self._i += 1
+        return Decision("", f"{self.name} step {self._i}", format_operation(op), op)
+
+    async def choose(
+        self, ctx: StepContext, target: str, image: bytes, labels: Sequence[int],
+        texts: Sequence[str], points: Sequence[tuple[int, int]] = (),
+    ) -> Choice:
+        exact = [n for n, t in zip(labels, texts, strict=False) if t.strip() == target.strip()]
+        return Choice(exact[0] if exact else (labels[0] if labels else None))
+
+    async def check_completion(self, ctx: StepContext) -> Completion:
+        return Completion(True, f"{self.name}: the reference operations are done")

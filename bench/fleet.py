@@ -1,0 +1,598 @@
+"""Fleet throughput: N simulated phones driven through the fleet manager and the bus.
+
+    python bench/fleet.py --devices 1,2,4,8,16,32 --llm-delay 3 --out DIR [--steps 8]
+
+For each N: N simulated phones (the realistic latency profile) behind a private adb server,
+a broker (mosquitto when installed, else the embedded one), one ``FleetManager`` with its
+instruction gate, and one instruction per phone of ``--steps`` steps. The loopback
+OpenAI-compatible server answers every call with a scripted planner reply after a fixed
+delay (``--llm-delay``).
+
+``--loop agent`` (the default) runs the agent loop: ``actors.episode.DeviceAgent`` per phone
+under the fleet (capture, LLMPolicy through ``models.llm``, actuator, reflector, every step
+as events on the bus), with a scripted back-and-forth of swipes and a Stop, OCR off and no
+settle sleep. ``--loop own`` is the benchmark's own minimal loop instead: a screenshot
+through adbutils, the frame downscaled and JPEG-encoded, one chat-completions call with
+the image, the reply's ``Tap (x, y)`` parsed, a tap, a StepTiming event.
+
+Reported per N: steps/s; the ideal steps/s (N / one phone's step time, measured at N = 1
+as wall time per step);
+their ratio; the per-step overhead outside the LLM and the device (step wall time minus
+the server's fixed delay (agent loop) or the LLM call's wall time (own loop), minus the
+wall time of the step's device calls), p50 and p95, with the LLM and device times
+themselves; CPU use (this process, all threads: the simulated phones run here too); errors
+and fairness (fewest/most steps per phone). Writes DIR/fleet.json and DIR/fleet.png; the last printed line is one JSON object.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import io
+import json
+import os
+import re
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+import anyio  # noqa: E402
+
+ACTION_RE = re.compile(r"Action:\s*Tap\s*\((\d+),\s*(\d+)\)")
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def pct(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    xs = sorted(values)
+    k = min(len(xs) - 1, max(0, round(q / 100 * (len(xs) - 1))))
+    return xs[k]
+
+
+@dataclass
+class RunStats:
+    n: int
+    steps: int = 0
+    errors: list[str] = field(default_factory=list)
+    step_s: list[float] = field(default_factory=list)
+    overhead_s: list[float] = field(default_factory=list)
+    device_s: list[float] = field(default_factory=list)
+    llm_s: list[float] = field(default_factory=list)
+    phase_sums: dict[str, float] = field(default_factory=dict)  # agent loop: StepTiming phases
+    per_phone: dict[str, int] = field(default_factory=dict)
+    wall_s: float = 0.0
+    cpu_s: float = 0.0
+    sim_cpu_s: float = 0.0
+
+
+class TimedDevice:
+    """The phone as the agent sees it, adding each call's wall time to ``acc[serial]``."""
+
+    def __init__(self, device: Any, acc: dict[str, float]) -> None:
+        self._device = device
+        self._acc = acc
+        self.serial = device.serial
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._device, name)
+        if not callable(attr) or name.startswith("_"):
+            return attr
+
+        async def timed(*a: Any, **kw: Any) -> Any:
+            t = time.perf_counter()
+            try:
+                return await attr(*a, **kw)
+            finally:
+                self._acc[self.serial] = self._acc.get(self.serial, 0.0) + time.perf_counter() - t
+
+        return timed
+
+
+class TimingBus:
+    """The agent's publisher: on each StepTiming, the step's overhead outside LLM and device."""
+
+    def __init__(self, bus: Any, acc: dict[str, float], stats: RunStats, llm_delay: float) -> None:
+        self._bus = bus
+        self._acc = acc
+        self._stats = stats
+        self._delay = llm_delay
+
+    async def publish(self, topic: str, msg: Any, *, qos: int = 1, retain: bool = False) -> None:
+        from runtime.messages import EpisodeStarted, StepTiming
+
+        if isinstance(msg, EpisodeStarted):
+            self._acc[msg.device] = 0.0
+        elif isinstance(msg, StepTiming):
+            device_s = self._acc.get(msg.device, 0.0)
+            self._acc[msg.device] = 0.0
+            s = self._stats
+            s.steps += 1
+            s.per_phone[msg.device] = s.per_phone.get(msg.device, 0) + 1
+            if msg.step > 1:  # step 1's first frame is taken before its timer starts
+                s.step_s.append(msg.total_s)
+                s.device_s.append(device_s)
+                s.llm_s.append(msg.phases.get("llm", 0.0))
+                s.overhead_s.append(max(0.0, msg.total_s - self._delay - device_s))
+                for k, v in msg.phases.items():
+                    s.phase_sums[k] = s.phase_sums.get(k, 0.0) + v
+        await self._bus.publish(topic, msg, qos=qos, retain=retain)
+
+
+def agent_worker(llm: Any, perception: Any, stats: RunStats, llm_delay: float, steps: int) -> Any:
+    """``run_episode`` running the agent's DeviceAgent (actors/) on one phone."""
+    from actors.config import AgentSettings
+    from actors.episode import DeviceAgent
+    from actors.planner import LLMPolicy
+    from runtime import topics
+    from runtime.device import AdbDevice
+    from runtime.fleet import DeviceHandle, EpisodeControl
+    from runtime.messages import Cancel, EpisodeFinished, Instruction
+
+    # No OCR (the scripted actions need no grounding; OCR would measure rapidocr, not the
+    # fleet), no completion check, no settle sleep, and guards that a scripted back-and-forth
+    # does not trip.
+    settings = AgentSettings(settle_s=0.0, speculative_ocr=False, ocr_hints=False,
+                             completion_check=False, max_steps=steps + 5, loop_guard=1000,
+                             revisit_guard=1000)
+    acc: dict[str, float] = {}
+
+    async def run_episode(handle: DeviceHandle, instr: Instruction,
+                          control: EpisodeControl) -> EpisodeFinished:
+        agent = handle.state.get("agent")
+        if agent is None:
+            agent = handle.state["agent"] = DeviceAgent(
+                TimingBus(handle.bus, acc, stats, llm_delay),
+                # PNG: the raw path's 10 MB frames are slower over the simulated transport,
+                # and "auto" would time both on the first step.
+                TimedDevice(AdbDevice(handle.serial, client=handle.adb, capture="png",
+                                      timeout_s=30.0), acc),
+                settings=settings, perception=perception,
+                policy_for=lambda _i: LLMPolicy(llm), host=handle.host)
+        async with anyio.create_task_group() as tg:
+
+            async def forward_cancel() -> None:
+                await control.wait_cancelled()
+                await agent.handle(topics.device_control(handle.serial),
+                                   Cancel(reason=control.reason))
+
+            tg.start_soon(forward_cancel)
+            outcome = await agent.run_episode(instr)
+            tg.cancel_scope.cancel()
+        return EpisodeFinished(instruction_id=instr.id, status=outcome.status,
+                               reason=outcome.reason, steps=outcome.steps)
+
+    return run_episode
+
+
+def sim_cpu(procs: list[subprocess.Popen[str]]) -> float:
+    """CPU seconds used so far by the simulated-phone processes (0 without psutil)."""
+    try:
+        import psutil
+    except ImportError:
+        return 0.0
+    total = 0.0
+    for proc in procs:
+        try:
+            t = psutil.Process(proc.pid).cpu_times()
+            total += t.user + t.system
+        except psutil.Error:
+            pass
+    return total
+
+
+class Mosquitto:
+    """A throwaway anonymous mosquitto on a free loopback port (or None when not installed)."""
+
+    def __init__(self) -> None:
+        exe = shutil.which("mosquitto") or ("/usr/sbin/mosquitto"
+                                            if Path("/usr/sbin/mosquitto").exists() else None)
+        if exe is None:
+            raise FileNotFoundError("mosquitto")
+        self.dir = Path(tempfile.mkdtemp(prefix="mobagent-bench-mq-"))
+        self.port = free_port()
+        conf = self.dir / "m.conf"
+        conf.write_text(f"listener {self.port} 127.0.0.1\nallow_anonymous true\n"
+                        "max_queued_messages 100000\nmax_inflight_messages 100\n")
+        self.proc = subprocess.Popen([exe, "-c", str(conf)], stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.DEVNULL)
+        import socket
+
+        for _ in range(200):
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
+                    return
+            except OSError:
+                time.sleep(0.02)
+        raise RuntimeError("mosquitto did not start")
+
+    def stop(self) -> None:
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(5)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+async def run_n(n: int, args: argparse.Namespace, adb_port: int, llm_url: str,
+                broker_url: str) -> RunStats:
+    import msgspec
+    import openai
+    from PIL import Image
+
+    from runtime import topics
+    from runtime.bus import Bus, parse_broker_url
+    from runtime.config import BusConfig
+    from runtime.fleet import DeviceHandle, EpisodeControl, FleetConfig, FleetManager, run_fleet
+    from runtime.messages import EpisodeFinished, Instruction, StepTiming
+    from sim.fleet import SimFleet
+    from sim.phone_api import LatencyProfile
+
+    factory = None
+    if args.phone == "stand-in":
+        from tests.fixtures.adb import recording_phone
+
+        factory = recording_phone
+    profile = LatencyProfile.named("realistic")
+    device_s = profile.screencap_s + profile.input_s  # one screencap and one tap per step
+    stats = RunStats(n)
+    fleet_sim: SimFleet | None = None
+    procs: list[subprocess.Popen[str]] = []
+    serials: list[str] = []
+    if args.sim_procs and factory is None:
+        # The phones in their own processes, as real phones have their own CPUs: their
+        # rendering must not hold this process's GIL.
+        k = min(args.sim_procs, n)
+        env = {**os.environ, "ANDROID_ADB_SERVER_PORT": str(adb_port), "ADB_EMU": "0"}
+        for i in range(k):
+            count = n // k + (1 if i < n % k else 0)
+            procs.append(subprocess.Popen(  # noqa: ASYNC220 (a quick fork, once per N)
+                [sys.executable, "-m", "sim.cli", "sim", "--count", str(count),
+                 "--profile", "realistic"], cwd=ROOT, env=env, text=True,
+                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL))
+        for proc in procs:
+            out = proc.stdout
+            assert out is not None
+            want = n // k + (1 if procs.index(proc) < n % k else 0)
+            with anyio.fail_after(180):
+                for _ in range(want):
+                    line = await anyio.to_thread.run_sync(out.readline)
+                    if not line:
+                        raise RuntimeError("a simulated-phone process exited early")
+                    serials.append(line.strip())
+    else:
+        fleet_sim = await anyio.to_thread.run_sync(lambda: SimFleet(
+            n, profile="realistic", adb_port=adb_port, phone_factory=factory).start())
+        serials = fleet_sim.serials
+    llm = openai.AsyncOpenAI(base_url=llm_url, api_key="bench-key", timeout=args.llm_delay + 30,
+                             max_retries=0)
+
+    async def episode(handle: DeviceHandle, instr: Instruction,
+                      control: EpisodeControl) -> EpisodeFinished:
+        dev = handle.adb_device()
+        steps = args.steps
+        for step in range(1, steps + 1):
+            control.check()
+            t0 = time.perf_counter()
+            with anyio.fail_after(30):
+                img = await anyio.to_thread.run_sync(dev.screenshot)
+
+            def encode(im: Image.Image = img) -> str:
+                im = im.convert("RGB")
+                im = im.reduce(max(1, -(-max(im.size) // 1024)))  # to at most 1024 px
+                buf = io.BytesIO()
+                im.save(buf, "JPEG", quality=80)
+                return base64.b64encode(buf.getvalue()).decode()
+
+            t_enc = time.perf_counter()
+            b64 = await anyio.to_thread.run_sync(encode)
+            enc_s = time.perf_counter() - t_enc
+            t_llm = time.perf_counter()
+            cap_s = t_llm - t0 - enc_s
+            reply = await llm.chat.completions.create(model="bench", messages=[
+                {"role": "user", "content": [
+                    {"type": "text", "text": f"{instr.text}\nstep {step}"},
+                    {"type": "image_url", "image_url": {"url": f"data:image/jpeg;base64,{b64}"}},
+                ]}])
+            llm_s = time.perf_counter() - t_llm
+            text = reply.choices[0].message.content or ""
+            m = ACTION_RE.search(text)
+            if m is None:
+                raise RuntimeError(f"unparsable reply: {text[:100]!r}")
+            x, y = int(m.group(1)), int(m.group(2))
+            t_tap = time.perf_counter()
+            with anyio.fail_after(30):
+                await anyio.to_thread.run_sync(dev.click, x, y)
+            tap_s = time.perf_counter() - t_tap
+            total = time.perf_counter() - t0
+            stats.steps += 1
+            stats.per_phone[handle.serial] = stats.per_phone.get(handle.serial, 0) + 1
+            stats.step_s.append(total)
+            # Outside the LLM call and the two adb calls (whose time includes the simulated
+            # phone's own work and the adb transport): dispatch, encoding, threads, the bus.
+            stats.overhead_s.append(max(0.0, total - llm_s - cap_s - tap_s))
+            stats.device_s.append(cap_s + tap_s)
+            stats.llm_s.append(llm_s)
+            _ = device_s
+            await handle.emit(StepTiming(
+                phases={"llm": round(llm_s, 4), "total": round(total, 4)}, total_s=round(total, 4),
+                device=handle.serial, episode_id=control.episode_id, step=step,
+                correlation_id=instr.id))
+        return EpisodeFinished(instruction_id=instr.id, status="succeeded", steps=steps)
+
+    worker: Any = episode
+    lifecycle: Literal["fleet", "worker"] = "fleet"
+    llm_client: Any = None
+    if args.loop == "agent":
+        from actors.perception import PerceptionActor
+        from models.llm import LLMClient, LLMSettings, RoleModels
+
+        llm_client = LLMClient(LLMSettings(
+            base_url=llm_url, api_key="bench-key",
+            models=RoleModels(planner="bench", chooser="bench", reflector="bench"),
+            timeout_s=args.llm_delay + 30, max_retries=1, max_concurrent=4 * n + 4,
+            requests_per_minute=1_000_000))
+        await llm_client.__aenter__()
+        worker = agent_worker(llm_client, PerceptionActor(), stats, args.llm_delay, args.steps)
+        lifecycle = "worker"
+    cfg = BusConfig(connect_timeout_s=10, publish_timeout_s=30)
+    address = parse_broker_url(broker_url)
+    done: dict[str, EpisodeFinished] = {}
+    try:
+        async with Bus(cfg, address, client_id=f"bench-host-{n}", persistent=False) as hbus, \
+                Bus(cfg, address, client_id=f"bench-client-{n}", persistent=False) as cbus, \
+                anyio.create_task_group() as tg:
+            fm = FleetManager(hbus, run_episode=worker, host="bench",
+                              config=FleetConfig(serials=serials, adb_port=adb_port,
+                                                 lifecycle_events=lifecycle),
+                              max_instruction_chars=2000)
+            tg.start_soon(run_fleet, hbus, fm)
+            await cbus.subscribe(topics.device_events_filter(None, "episode_finished"))
+            with anyio.fail_after(60):
+                while sum(1 for s in fm.devices().values() if s == "idle") < n:  # noqa: ASYNC110 (polling)
+                    await anyio.sleep(0.05)
+
+            async def collect() -> None:
+                async for _, msg in cbus.messages():
+                    if isinstance(msg, EpisodeFinished):
+                        done[msg.instruction_id] = msg
+
+            tg.start_soon(collect)
+            sim_cpu0 = sim_cpu(procs)
+            cpu0, t0 = time.process_time(), time.perf_counter()
+            for i, serial in enumerate(serials):
+                await cbus.publish(topics.device_instructions(serial), Instruction(
+                    id=f"bench-{n}-{i}", text=f"Browse the home screens (job bench-{n}-{i})",
+                    max_steps=args.steps + 5))
+            with anyio.fail_after(args.steps * (args.llm_delay + 5) * 3 + 60):
+                while len(done) < n:  # noqa: ASYNC110 (polling)
+                    await anyio.sleep(0.05)
+            stats.wall_s = time.perf_counter() - t0
+            stats.cpu_s = time.process_time() - cpu0
+            stats.sim_cpu_s = sim_cpu(procs) - sim_cpu0
+            tg.cancel_scope.cancel()
+    finally:
+        if fleet_sim is not None:
+            await anyio.to_thread.run_sync(fleet_sim.stop)
+        for proc in procs:
+            proc.send_signal(signal.SIGTERM)
+        for proc in procs:
+            try:
+                await anyio.to_thread.run_sync(proc.wait, 20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        await llm.close()
+        if llm_client is not None:
+            await llm_client.__aexit__(None, None, None)
+    for fin in done.values():
+        if fin.status != "succeeded":
+            stats.errors.append(f"{fin.device}: {fin.status}: {fin.reason}")
+    _ = msgspec
+    return stats
+
+
+def plot(results: list[dict[str, Any]], path: Path) -> bool:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    ns = [r["n"] for r in results]
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 4))
+    a1.plot(ns, [r["steps_per_s"] for r in results], "o-", label="measured")
+    a1.plot(ns, [r["ideal_steps_per_s"] for r in results], "--", label="ideal (N / step time at N=1)")
+    a1.set_xscale("log", base=2)
+    a1.set_xlabel("phones (N)")
+    a1.set_ylabel("steps/s")
+    a1.set_title("fleet throughput")
+    a1.legend()
+    a2.plot(ns, [r["overhead_p50_s"] for r in results], "o-", label="p50")
+    a2.plot(ns, [r["overhead_p95_s"] for r in results], "s-", label="p95")
+    a2.axhline(0.3, color="grey", ls=":", label="target p95 0.3 s")
+    a2.set_xscale("log", base=2)
+    a2.set_xlabel("phones (N)")
+    a2.set_ylabel("seconds per step")
+    a2.set_title("overhead outside LLM and device")
+    a2.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return True
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--devices", default="1,2,4,8,16,32", help="comma-separated N values")
+    p.add_argument("--llm-delay", type=float, default=3.0, help="seconds per LLM answer")
+    p.add_argument("--steps", type=int, default=8, help="steps per phone per N")
+    p.add_argument("--phone", choices=("sim", "stand-in"), default="sim",
+                   help="the rendered simulated phone, or a cheap solid-colour stand-in")
+    p.add_argument("--loop", choices=("agent", "own"), default="agent",
+                   help="the agent's actors (default), or the benchmark's own minimal loop")
+    p.add_argument("--sim-procs", type=int, default=2,
+                   help="run the phones in this many separate processes (0: in this process)")
+    p.add_argument("--out", type=Path, default=Path("bench-out/fleet"))
+    args = p.parse_args(argv)
+    try:
+        ns = sorted({int(x) for x in args.devices.split(",") if x.strip()})
+    except ValueError:
+        p.error(f"--devices: expected numbers like 1,2,4, not {args.devices!r}")
+    if not ns or ns[0] < 1 or ns[-1] > 64:
+        p.error("--devices: each N must be between 1 and 64")
+    if args.steps < 1 or args.llm_delay < 0:
+        p.error("--steps must be >= 1 and --llm-delay >= 0")
+    if 1 not in ns:
+        ns = [1, *ns]  # the ideal is measured at N = 1
+    args.out.mkdir(parents=True, exist_ok=True)
+    import structlog
+
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(40))
+    import logging
+
+    logging.getLogger("mqtt").setLevel(logging.CRITICAL)
+
+    # A private adb server, set before adbutils is imported anywhere.
+    adb_port = free_port()
+    os.environ["ANDROID_ADB_SERVER_PORT"] = str(adb_port)
+    os.environ["ADB_EMU"] = "0"
+    from sim.fleet import ensure_adb_server, find_adb
+    from tests.fixtures.openai_server import (
+        Behaviour,
+        OpenAIServer,
+        RecordedRequest,
+        planner_reply,
+    )
+
+    ensure_adb_server(adb_port)
+    counter = {"i": 0}
+
+    per_job: dict[str, int] = {}
+    job_re = re.compile(r"job (bench-\d+-\d+)")
+
+    def policy(req: RecordedRequest) -> Behaviour:
+        counter["i"] += 1
+        if args.loop == "own":
+            x, y = 100 + counter["i"] % 800, 300 + counter["i"] % 1500
+            return Behaviour.reply(planner_reply(f"Tap ({x}, {y})"), delay_s=args.llm_delay)
+        m = job_re.search("\n".join(req.texts()))
+        job = m.group(1) if m else "?"
+        k = per_job[job] = per_job.get(job, 0) + 1
+        action = "Stop" if k > args.steps else ("Swipe (left)" if k % 2 else "Swipe (right)")
+        return Behaviour.reply(planner_reply(action), delay_s=args.llm_delay)
+
+    if args.loop == "own":
+        print("NOTE: --loop own: the phones are driven by this benchmark's own minimal step "
+              "loop (capture -> LLM -> tap), not the agent's actors.", flush=True)
+    else:
+        print("the phones are driven by the agent loop (actors.episode.DeviceAgent, LLMPolicy "
+              "through models.llm) under the fleet manager; OCR off, settle 0", flush=True)
+    try:
+        broker: Mosquitto | None = Mosquitto()
+        broker_url = f"mqtt://127.0.0.1:{broker.port}"  # type: ignore[union-attr]
+    except FileNotFoundError:
+        broker, broker_url = None, ""
+    results: list[dict[str, Any]] = []
+    try:
+        with OpenAIServer(policy=policy) as srv:
+
+            async def all_runs() -> None:
+                import anyio.to_thread as tt
+
+                tt.current_default_thread_limiter().total_tokens = max(40, 4 * ns[-1])
+                url = broker_url
+                if not url:
+                    from runtime.broker import embedded_broker
+                    from runtime.config import BrokerConfig
+
+                    async with embedded_broker(BrokerConfig(port=0)) as addr:
+                        for n in ns:
+                            results.append(summarise(await run_n(n, args, adb_port,
+                                                                 srv.base_url, addr.url), results))
+                    return
+                for n in ns:
+                    results.append(summarise(await run_n(n, args, adb_port, srv.base_url, url),
+                                             results))
+
+            anyio.run(all_runs)
+    finally:
+        if broker is not None:
+            broker.stop()
+        adb = find_adb()
+        if adb:
+            subprocess.run([adb, "-P", str(adb_port), "kill-server"], capture_output=True,
+                           check=False)
+    print(f"{'N':>3} {'steps/s':>8} {'ideal':>8} {'ratio':>6} {'ovh p50':>8} {'ovh p95':>8} "
+          f"{'cpu%':>6} {'sim%':>6} {'errors':>6} {'fair(min/max)':>13}")
+    for r in results:
+        print(f"{r['n']:>3} {r['steps_per_s']:>8.3f} {r['ideal_steps_per_s']:>8.3f} "
+              f"{r['ratio']:>6.3f} {r['overhead_p50_s']:>8.3f} {r['overhead_p95_s']:>8.3f} "
+              f"{r['cpu_percent']:>6.0f} {r['sim_cpu_percent']:>6.0f} {r['errors']:>6} "
+              f"{r['fairness']:>13}")
+    meta = {"llm_delay_s": args.llm_delay, "steps_per_phone": args.steps, "phone": args.phone,
+            "broker": "mosquitto" if broker_url else "embedded amqtt",
+            "step_loop": ("bench's own minimal loop (capture -> LLM -> tap), not the agent actors"
+                          if args.loop == "own" else "the agent loop (actors.episode.DeviceAgent)"),
+            "cores": os.cpu_count(), "sim_procs": args.sim_procs,
+            "load_average_at_end": os.getloadavg()}
+    (args.out / "fleet.json").write_text(json.dumps({"meta": meta, "results": results}, indent=2))
+    plotted = plot(results, args.out / "fleet.png")
+    print(f"wrote {args.out / 'fleet.json'}" + (f" and {args.out / 'fleet.png'}" if plotted
+                                                 else " (no plot: matplotlib not installed)"))
+    print(json.dumps({str(r["n"]): {"ratio": r["ratio"], "overhead_p95_s": r["overhead_p95_s"]}
+                      for r in results}))
+    return 0
+
+
+def summarise(s: RunStats, previous: list[dict[str, Any]]) -> dict[str, Any]:
+    base = next((r for r in previous if r["n"] == 1), None)
+    rate = s.steps / s.wall_s if s.wall_s else 0.0
+    # One phone's step time, as the N = 1 run saw it (wall time per step, start to finish).
+    one_rate = rate if s.n == 1 else (base["steps_per_s"] if base else float("nan"))
+    ideal = s.n * one_rate
+    counts = sorted(s.per_phone.values()) or [0]
+    r = {
+        "n": s.n, "steps": s.steps, "wall_s": round(s.wall_s, 3),
+        "steps_per_s": round(rate, 4), "ideal_steps_per_s": round(ideal, 4),
+        "ratio": round(rate / ideal, 4) if ideal else 0.0,
+        "step_mean_s": round(statistics.mean(s.step_s), 4) if s.step_s else None,
+        "overhead_p50_s": round(pct(s.overhead_s, 50), 4),
+        "overhead_p95_s": round(pct(s.overhead_s, 95), 4),
+        "cpu_percent": round(100 * s.cpu_s / s.wall_s, 1) if s.wall_s else 0.0,
+        "sim_cpu_percent": round(100 * s.sim_cpu_s / s.wall_s, 1) if s.wall_s else 0.0,
+        "device_p50_s": round(pct(s.device_s, 50), 4),
+        "device_p95_s": round(pct(s.device_s, 95), 4),
+        "llm_p50_s": round(pct(s.llm_s, 50), 4),
+        "llm_p95_s": round(pct(s.llm_s, 95), 4),
+        "phases_mean_s": {k: round(v / max(1, len(s.step_s)), 4)
+                          for k, v in sorted(s.phase_sums.items())},
+        "errors": len(s.errors), "error_samples": s.errors[:5],
+        "fairness": f"{counts[0]}/{counts[-1]}",
+    }
+    print(f"N={s.n}: {r['steps_per_s']} steps/s, ratio {r['ratio']}, overhead p95 "
+          f"{r['overhead_p95_s']} s, errors {r['errors']}", flush=True)
+    return r
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,110 @@
+"""The ORACLE planner: a Mobile-Eval task's reference operations, through the real actors.
+
+It stands in for the LLM only: every operation still goes through capture, perception
+(real OCR and icon grounding), the actuator (real adb) and the reflector. Where the LLM
+would pick one of several grounding candidates (the chooser), the oracle looks at the
+simulator's ground truth and picks the candidate that lies on the matching element, as a
+perfect chooser would; and, like a careful script, it dismisses the simulator's system
+pop-ups, waits out spinners and repeats an operation that had no effect once (each of
+these costs a step, so PS and RE show them). It lives in bench/ because actors may not
+see the simulator.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from actors.planner import Choice, Completion, Decision, StepContext
+from runtime.operations import ClickText, Operation, Stop, Wait, format_operation
+from sim.eval.task import Task
+from sim.phone import SimPhone
+
+POPUP_DISMISS = ("Not now", "Don't allow")  # the simulator's system pop-ups
+
+
+class OraclePolicy:
+    name = "oracle"
+
+    def __init__(self, task: Task, phone: SimPhone | None = None) -> None:
+        self.task = task
+        self.phone = phone
+        self.ops: list[Operation] = [*task.reference, Stop()]
+        self._i = 0
+        self._waits = 0
+        self._retried = 0  # the reference index last retried
+
+    async def decide(self, ctx: StepContext) -> Decision:
+        extra = self._script_fixes(ctx)
+        if extra is not None:
+            op, why = extra
+            return Decision(observation="(oracle: no observation)", thought=why,
+                            action=format_operation(op), operation=op)
+        op = self.ops[self._i] if self._i < len(self.ops) else Stop()
+        self._i += 1
+        n = len(self.ops) - 1
+        thought = (f"reference step {self._i} of {n} for {self.task.task_id()}" if self._i <= n
+                   else f"all {n} reference steps of {self.task.task_id()} are done")
+        return Decision(observation="(oracle: no observation)", thought=thought,
+                        action=format_operation(op), operation=op)
+
+    def _script_fixes(self, ctx: StepContext) -> tuple[Operation, str] | None:
+        """What a careful script does besides the reference steps (each costs a step):
+        dismiss the simulator's system pop-ups, wait out a spinner, and issue an operation
+        once more when it found nothing or changed nothing (a spinner ate the tap)."""
+        phone = self.phone
+        if phone is not None:
+            for text in POPUP_DISMISS:
+                if phone.find(text=text, clickable=True):
+                    return ClickText(text), f"dismiss the pop-up ({text})"
+            if phone.loading() and self._waits < 3:
+                self._waits += 1
+                return Wait(), "the screen is loading"
+        self._waits = 0
+        last = ctx.history[-1] if ctx.history else None
+        if (last is not None and 0 < self._i <= len(self.ops) - 1 and self._retried < self._i
+                and last.action == self.ops[self._i - 1]
+                and (last.result == "not found" or last.verdict == "unchanged")):
+            self._retried = self._i
+            return last.action, "the last step had no effect; once more"
+        return None
+
+    async def choose(
+        self, ctx: StepContext, target: str, image: bytes, labels: Sequence[int],
+        texts: Sequence[str], points: Sequence[tuple[int, int]] = (),
+    ) -> Choice:
+        if not labels:
+            return Choice(None)
+        if self.phone is None or not points:
+            exact = [n for n, t in zip(labels, texts, strict=False) if t.strip() == target.strip()]
+            return Choice(exact[0] if exact else labels[0])
+        want = target.strip().lower()
+        best, best_score = labels[0], -1
+        elements = self.phone.elements()
+        for n, (x, y) in zip(labels, points, strict=False):
+            score = 0
+            for el in elements:
+                x0, y0, x1, y1 = el.bbox
+                if not (x0 <= x <= x1 and y0 <= y <= y1):
+                    continue
+                named = want in {el.text.lower(), el.desc.lower(), (el.icon or "").lower()}
+                score = max(score, (2 if el.clickable or el.editable else 0) + (1 if named else 0))
+            if score > best_score:
+                best, best_score = n, score
+        # Text candidates are OCR matches of the target already: the best tappable one is
+        # right. Icon candidates are mere boxes: a perfect chooser answers "none" rather than
+        # tap an element that is not the named icon.
+        icon = all(not t.strip() or _is_number(t) for t in texts)
+        if icon and best_score % 2 == 0:
+            return Choice(None)
+        return Choice(best)
+
+    async def check_completion(self, ctx: StepContext) -> Completion:
+        return Completion(True, "oracle: the reference operations are done")
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True

@@ -1,0 +1,615 @@
+"""Grounding: turn `Click text (T)` / `Click icon (description, position)` into a screen point.
+
+The LLM never gives coordinates; this module finds them on a frame and answers with one of:
+- `Grounded`: one confident match, with the point to tap and the evidence box;
+- `Ambiguous`: several candidates, numbered and drawn on ONE image (plus a crop each), for the
+  planner to choose from in one LLM call (Mobile-Agent's approach);
+- `NotFound`: nothing matched; `closest` lists what is on screen so the LLM can correct itself.
+
+`Perception` is the facade the perception actor and the benchmark oracle call. It is
+thread-safe, caches per frame hash, and has async variants that run off the event loop.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import io
+import threading
+import unicodedata
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from typing import Literal, Protocol, TypeVar
+
+import anyio
+import cv2
+import msgspec
+import numpy as np
+from PIL import Image, ImageDraw, ImageFont
+
+from models.detector import (
+    Detector,
+    DetectorSettings,
+    Proposal,
+    dedupe,
+    drop_large,
+    filter_by_position,
+    make_detector,
+    position_region,
+)
+from models.ocr import ImageInput, Ocr, OcrCache, OcrLine, OcrResult, OcrSettings, to_bgr
+
+Box = tuple[float, float, float, float]
+Point = tuple[int, int]
+
+# -- results ---------------------------------------------------------------------------------
+
+
+class Candidate(msgspec.Struct, frozen=True):
+    number: int  # the number drawn on the marked image (1-based)
+    point: Point
+    box: Box
+    label: str  # the text read there, or the icon matcher's note
+    score: float
+    crop_png: bytes = b""
+
+
+class Grounded(msgspec.Struct, frozen=True, tag="grounded"):
+    query: str
+    point: Point
+    box: Box  # evidence: the line, word or icon box
+    label: str  # the text read there, or the icon that matched
+    score: float
+    method: str  # "exact" | "word" | "fuzzy" | "icon"
+
+
+class Ambiguous(msgspec.Struct, frozen=True, tag="ambiguous"):
+    query: str
+    candidates: tuple[Candidate, ...]
+    marked_jpeg: bytes  # the frame with every candidate boxed and numbered
+    method: str
+    reason: str = ""
+
+
+class NotFound(msgspec.Struct, frozen=True, tag="not_found"):
+    query: str
+    reason: str
+    closest: tuple[str, ...] = ()
+
+
+GroundResult = Grounded | Ambiguous | NotFound
+
+
+# -- settings --------------------------------------------------------------------------------
+
+
+class TextMatchSettings(msgspec.Struct, frozen=True, kw_only=True):
+    fuzzy_min: float = 0.75  # similarity (0..1) below which a line is not a fuzzy match
+    fuzzy_margin: float = 0.08  # the best fuzzy match must beat the next by this much
+    max_candidates: int = 6  # Ambiguous shows at most this many
+    closest: int = 5  # NotFound lists this many texts
+    merge_row_gap: float = 1.2  # lines on one row closer than this many line heights are joined
+
+
+class IconSettings(msgspec.Struct, frozen=True, kw_only=True):
+    max_area_frac: float = 0.05  # Mobile-Agent drops boxes over 5 % of the screen
+    status_bar_frac: float = 0.0375  # icons centred in the status bar (24 dp) are never targets
+    dedupe_iou: float = 0.5
+    min_score: float = 0.75  # below: never a confident pick (right picks on Rico score >= 0.88)
+    margin: float = 0.06  # best minus second best needed for a confident pick
+    top_k: int = 5
+    max_match: int = 96  # at most this many boxes (best proposal scores) go to the matcher
+    matcher: Literal["auto", "material", "clip", "none"] = "auto"
+
+
+class PerceptionSettings(msgspec.Struct, frozen=True, kw_only=True):
+    ocr: OcrSettings = msgspec.field(default_factory=OcrSettings)
+    text: TextMatchSettings = msgspec.field(default_factory=TextMatchSettings)
+    icons: IconSettings = msgspec.field(default_factory=IconSettings)
+    detector: DetectorSettings = msgspec.field(default_factory=DetectorSettings)
+    clip_dir: str = ""  # a folder with image.onnx, text.onnx and the BPE vocab; empty: no CLIP
+    cache_frames: int = 32
+    timeout_s: float = 30.0
+
+
+# -- text normalisation ----------------------------------------------------------------------
+
+
+def normalize(text: str) -> tuple[str, list[int]]:
+    """Case-folded, NFKC (full-width -> ASCII) text without spaces or punctuation.
+
+    Returns the normalised string and, for each of its characters, the index of the
+    original character it came from (so that a match can be mapped back to char boxes).
+    Spaces are dropped because OCR loses them in small text ("Other modules" -> "Othermodules").
+    """
+    out: list[str] = []
+    index: list[int] = []
+    for i, ch in enumerate(text):
+        for c in unicodedata.normalize("NFKC", ch).casefold():
+            cat = unicodedata.category(c)
+            # Punctuation, separators, controls and marks such as (R)/(TM) are dropped;
+            # currency and math signs ($, +) stay: they carry meaning.
+            if cat[0] in "PZC" or cat in ("So", "Sk") or c.isspace():
+                continue
+            out.append(c)
+            index.append(i)
+    return "".join(out), index
+
+
+_CONFUSABLES = str.maketrans({"o": "0", "l": "1", "i": "1", "|": "1"})
+
+
+def fold_confusables(norm: str) -> str:
+    """Map characters OCR confuses (O/0, l/1/I) to one form; used for a second exact pass."""
+    return norm.translate(_CONFUSABLES)
+
+
+def similarity(a: str, b: str) -> float:
+    if not a or not b:
+        return 0.0
+    return difflib.SequenceMatcher(None, a, b, autojunk=False).ratio()
+
+
+def best_window(query: str, text: str) -> tuple[float, int, int]:
+    """The best fuzzy match of `query` inside a longer `text`: (similarity, start, end)."""
+    n, m = len(query), len(text)
+    if m <= n:
+        return similarity(query, text), 0, m
+    best = (0.0, 0, m)
+    for width in {max(1, n - 1), n, n + 1}:
+        for s in range(0, m - width + 1):
+            r = similarity(query, text[s : s + width])
+            if r > best[0]:
+                best = (r, s, s + width)
+    return best
+
+
+# -- drawing ---------------------------------------------------------------------------------
+
+_FONT_CANDIDATES = (
+    "/usr/share/fonts/truetype/roboto/unhinted/RobotoTTF/Roboto-Bold.ttf",
+    "/usr/share/fonts/truetype/dejavu/DejaVuSans-Bold.ttf",
+)
+
+
+def _font(size: int) -> ImageFont.FreeTypeFont | ImageFont.ImageFont:
+    for path in _FONT_CANDIDATES:
+        try:
+            return ImageFont.truetype(path, size)
+        except OSError:
+            continue
+    return ImageFont.load_default()
+
+
+def mark_candidates(rgb: np.ndarray, boxes: Sequence[Box], quality: int = 85) -> bytes:
+    """The frame as JPEG with each box outlined and numbered 1..n."""
+    img = Image.fromarray(rgb)
+    draw = ImageDraw.Draw(img)
+    w = img.width
+    line_w = max(2, w // 270)
+    font = _font(max(14, w // 30))
+    colors = ((230, 25, 75), (0, 130, 200), (60, 180, 75), (245, 130, 48), (145, 30, 180),
+              (70, 240, 240), (240, 50, 230), (128, 128, 0))
+    for i, box in enumerate(boxes):
+        color = colors[i % len(colors)]
+        x1, y1, x2, y2 = (int(round(v)) for v in box)
+        draw.rectangle((x1, y1, x2, y2), outline=color, width=line_w)
+        label = str(i + 1)
+        tb = draw.textbbox((0, 0), label, font=font)
+        tw, th = tb[2] - tb[0] + 2 * line_w, tb[3] - tb[1] + 2 * line_w
+        lx, ly = x1, y1 - th if y1 - th >= 0 else y2
+        ly = min(ly, img.height - th)
+        draw.rectangle((lx, ly, lx + tw, ly + th), fill=color)
+        draw.text((lx + line_w - tb[0], ly + line_w - tb[1]), label, fill=(255, 255, 255), font=font)
+    buf = io.BytesIO()
+    img.save(buf, format="JPEG", quality=quality)
+    return buf.getvalue()
+
+
+def crop_png(rgb: np.ndarray, box: Box, pad_frac: float = 0.15) -> bytes:
+    h, w = rgb.shape[:2]
+    x1, y1, x2, y2 = box
+    px, py = (x2 - x1) * pad_frac + 4, (y2 - y1) * pad_frac + 4
+    xa, ya = max(0, int(x1 - px)), max(0, int(y1 - py))
+    xb, yb = min(w, int(x2 + px) + 1), min(h, int(y2 + py) + 1)
+    if xb <= xa or yb <= ya:
+        return b""
+    ok, buf = cv2.imencode(".png", cv2.cvtColor(rgb[ya:yb, xa:xb], cv2.COLOR_RGB2BGR))
+    return buf.tobytes() if ok else b""
+
+
+def box_center(box: Box) -> Point:
+    return (int(round((box[0] + box[2]) / 2)), int(round((box[1] + box[3]) / 2)))
+
+
+# -- text grounding --------------------------------------------------------------------------
+
+
+class TextMatch(msgspec.Struct, frozen=True):
+    box: Box
+    label: str
+    score: float
+    method: str
+
+
+def _row_groups(lines: Sequence[OcrLine], gap: float) -> list[OcrLine]:
+    """Neighbouring lines on one row joined into one, so that a phrase split by the detector
+    ("Sign" | "in") still matches; only the joined lines (2+ parts) are returned."""
+    joined: list[OcrLine] = []
+    ordered = sorted(lines, key=lambda ln: (ln.box[1], ln.box[0]))
+    used = [False] * len(ordered)
+    for i, a in enumerate(ordered):
+        if used[i]:
+            continue
+        row = [a]
+        for j in range(i + 1, len(ordered)):
+            b, last = ordered[j], row[-1]
+            lh = max(1.0, last.box[3] - last.box[1])
+            same_row = abs(((b.box[1] + b.box[3]) / 2) - ((last.box[1] + last.box[3]) / 2)) < lh * 0.5
+            if same_row and 0 <= b.box[0] - last.box[2] < lh * gap:
+                row.append(b)
+                used[j] = True
+        if len(row) > 1:
+            text = " ".join(r.text for r in row)
+            chars: list[Box] = []
+            if all(r.char_boxes for r in row):
+                for k, r in enumerate(row):
+                    chars.extend(r.char_boxes)
+                    if k < len(row) - 1:  # the joining space gets the gap as its box
+                        nxt = row[k + 1]
+                        chars.append((r.box[2], r.box[1], nxt.box[0], r.box[3]))
+            box = (min(r.box[0] for r in row), min(r.box[1] for r in row),
+                   max(r.box[2] for r in row), max(r.box[3] for r in row))
+            joined.append(OcrLine(text=text, score=min(r.score for r in row), box=box,
+                                  quad=((box[0], box[1]), (box[2], box[1]), (box[2], box[3]),
+                                        (box[0], box[3])), char_boxes=tuple(chars)))
+    return joined
+
+
+def _column_pairs(lines: Sequence[OcrLine]) -> list[OcrLine]:
+    """Two lines stacked in one view ("06:00 PM ET" over "Sun 03/26") joined into one."""
+    out: list[OcrLine] = []
+    ordered = sorted(lines, key=lambda ln: (ln.box[1], ln.box[0]))
+    for i, a in enumerate(ordered):
+        lh = max(1.0, a.box[3] - a.box[1])
+        for b in ordered[i + 1:]:
+            if b.box[1] - a.box[3] > lh:
+                break
+            overlap = min(a.box[2], b.box[2]) - max(a.box[0], b.box[0])
+            if b.box[1] >= a.box[3] - lh * 0.3 and overlap > 0.3 * min(
+                    a.box[2] - a.box[0], b.box[2] - b.box[0]):
+                box = (min(a.box[0], b.box[0]), a.box[1], max(a.box[2], b.box[2]), b.box[3])
+                out.append(OcrLine(text=f"{a.text}\n{b.text}", score=min(a.score, b.score),
+                                   box=box, quad=((box[0], box[1]), (box[2], box[1]),
+                                                  (box[2], box[3]), (box[0], box[3]))))
+                break
+    return out
+
+
+def match_text(lines: Sequence[OcrLine], query: str,
+               settings: TextMatchSettings | None = None) -> tuple[list[TextMatch], list[str]]:
+    """Candidate boxes for `query`, best first, and the closest texts (for NotFound).
+
+    Order: exact line -> word/phrase inside a line (the sub-box) -> fuzzy. The first stage
+    that finds anything decides.
+    """
+    s = settings or TextMatchSettings()
+    q, _ = normalize(query)
+    if not q:
+        return [], []
+    normed = [(ln, *normalize(ln.text)) for ln in lines]
+    joined = [(ln, *normalize(ln.text)) for ln in _row_groups(lines, s.merge_row_gap)]
+
+    exact = [TextMatch(ln.box, ln.text, ln.score, "exact") for ln, n, _ in normed if n == q]
+    if not exact:
+        exact = [TextMatch(ln.box, ln.text, ln.score, "exact") for ln, n, _ in joined if n == q]
+    if not exact:
+        fq = fold_confusables(q)
+        exact = [TextMatch(ln.box, ln.text, ln.score, "exact") for ln, n, _ in normed + joined
+                 if fold_confusables(n) == fq]
+    if not exact and "\n" in query:
+        stacked = [(ln, normalize(ln.text)[0]) for ln in _column_pairs(lines)]
+        exact = [TextMatch(ln.box, ln.text, ln.score, "exact") for ln, n in stacked
+                 if fold_confusables(n) == fold_confusables(q)]
+    if exact:
+        return _unique_boxes(exact), []
+
+    inner: list[tuple[bool, TextMatch]] = []
+    for ln, n, idx in normed + joined:
+        start = n.find(q)
+        while start >= 0:
+            a, b = idx[start], idx[start + len(q) - 1] + 1
+            # A match on word boundaries ("Sign in" in "Sign in now") beats one inside a
+            # word ("in" in "Sign"); spaces can be lost, so the latter still counts.
+            bounded = (a == 0 or not ln.text[a - 1].isalnum()) and (
+                b >= len(ln.text) or not ln.text[b].isalnum())
+            inner.append((bounded, TextMatch(ln.span_box(a, b), ln.text, ln.score, "word")))
+            start = n.find(q, start + 1)
+    # Inside a word only for longer queries: "ok" inside "Bookmarks" is no match.
+    best = [m for bounded, m in inner if bounded] or (
+        [m for _, m in inner] if len(q) >= 4 else [])
+    if best:
+        return _unique_boxes(best), []
+
+    scored: list[tuple[float, TextMatch]] = []
+    for ln, n, idx in normed + joined:
+        if not n:
+            continue
+        if len(n) > len(q) * 1.5 and len(q) >= 3:
+            r, a, b = best_window(q, n)
+            # Penalise a window lightly: a whole-line match is stronger evidence.
+            r *= 0.97
+            box = ln.span_box(idx[a], idx[b - 1] + 1) if b > a else ln.box
+        else:
+            r, box = similarity(q, n), ln.box
+        scored.append((r, TextMatch(box, ln.text, r, "fuzzy")))
+    scored.sort(key=lambda t: -t[0])
+    closest = list(dict.fromkeys(m.label for _, m in scored[: s.closest * 2]))[: s.closest]
+    # Short strings ("10", "PE") are never matched fuzzily: one wrong character is a new word.
+    floor = 1.01 if len(q) <= 3 else s.fuzzy_min if len(q) > 5 else max(s.fuzzy_min, 0.8)
+    good = [(r, m) for r, m in scored if r >= floor]
+    if not good:
+        return [], closest
+    if len(good) == 1 or good[0][0] - good[1][0] >= s.fuzzy_margin:
+        return [good[0][1]], closest
+    top = good[0][0]
+    return _unique_boxes([m for r, m in good if top - r < s.fuzzy_margin]), closest
+
+
+def _unique_boxes(matches: list[TextMatch]) -> list[TextMatch]:
+    """Drop matches whose box is (nearly) the same place as an earlier one."""
+    out: list[TextMatch] = []
+    for m in matches:
+        c = box_center(m.box)
+        if any(o.box[0] <= c[0] <= o.box[2] and o.box[1] <= c[1] <= o.box[3] for o in out):
+            continue
+        out.append(m)
+    return out
+
+
+def ground_text_in(ocr: OcrResult, rgb: np.ndarray | None, query: str,
+                   settings: TextMatchSettings | None = None,
+                   position: str | None = None) -> GroundResult:
+    """Ground `query` on an OCR result; `rgb` (the frame) is needed to draw Ambiguous marks."""
+    s = settings or TextMatchSettings()
+    if not query or not normalize(query)[0]:
+        return NotFound(query=query, reason="the text to find is empty after normalisation")
+    lines: Sequence[OcrLine] = ocr.lines
+    if position:
+        (x0, x1), (y0, y1) = position_region(position)
+        lines = [ln for ln in lines if x0 <= ln.center[0] / max(1, ocr.width) <= x1
+                 and y0 <= ln.center[1] / max(1, ocr.height) <= y1]
+    matches, closest = match_text(lines, query, s)
+    if not matches:
+        reason = "no text on screen" if not ocr.lines else "no text on screen matches"
+        return NotFound(query=query, reason=reason,
+                        closest=tuple(closest or [ln.text for ln in ocr.lines[: s.closest]]))
+    if len(matches) == 1:
+        m = matches[0]
+        return Grounded(query=query, point=box_center(m.box), box=m.box, label=m.label,
+                        score=m.score, method=m.method)
+    shown = matches[: s.max_candidates]
+    return _ambiguous(query, rgb, [(m.box, m.label, m.score) for m in shown], shown[0].method,
+                      f"{len(matches)} places match" + (
+                          f"; showing {len(shown)}" if len(shown) < len(matches) else ""))
+
+
+def _ambiguous(query: str, rgb: np.ndarray | None, items: Sequence[tuple[Box, str, float]],
+               method: str, reason: str) -> Ambiguous:
+    cands = tuple(
+        Candidate(number=i + 1, point=box_center(box), box=box, label=label, score=score,
+                  crop_png=crop_png(rgb, box) if rgb is not None else b"")
+        for i, (box, label, score) in enumerate(items))
+    marked = mark_candidates(rgb, [c.box for c in cands]) if rgb is not None else b""
+    return Ambiguous(query=query, candidates=cands, marked_jpeg=marked, method=method,
+                     reason=reason)
+
+
+# -- icon grounding --------------------------------------------------------------------------
+
+
+class IconMatcher(Protocol):
+    """Scores proposal boxes against a description; None when it cannot judge it at all."""
+
+    def score(self, bgr: np.ndarray, boxes: Sequence[Box], description: str) -> list[float] | None: ...
+
+
+def ground_icon_in(bgr: np.ndarray, proposals: Sequence[Proposal], description: str,
+                   matcher: IconMatcher | None, settings: IconSettings | None = None,
+                   position: str | None = None) -> GroundResult:
+    """Mobile-Agent's icon path: drop large boxes, dedupe, position filter, match, pick."""
+    s = settings or IconSettings()
+    h, w = bgr.shape[:2]
+    props = dedupe(drop_large(proposals, w, h, s.max_area_frac), s.dedupe_iou)
+    props = [p for p in props if p.center[1] > s.status_bar_frac * h]
+    note = ""
+    if position:
+        in_place = filter_by_position(props, position, w, h)
+        if in_place:
+            props = in_place
+        elif props:
+            note = f"nothing icon-like in the {position}; candidates from the whole screen. "
+    if not props:
+        return NotFound(query=description, reason="no icon-like boxes on screen")
+    props = sorted(props, key=lambda p: -p.score)[: max(1, s.max_match)]
+    rgb = cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB)
+    boxes = [p.box for p in props]
+    scores = matcher.score(bgr, boxes, description) if matcher is not None else None
+    if scores is None:
+        top = list(range(min(s.top_k, len(props))))
+        return _ambiguous(description, rgb, [(boxes[i], "", props[i].score) for i in top],
+                          "icon", note + "no matcher can judge this description; pick one")
+    # Nested boxes around one icon (glyph, ripple, button) are one place: keep the best-scored
+    # box of each place, so the runner-up is a different place on screen.
+    order: list[int] = []
+    for i in sorted(range(len(boxes)), key=lambda i: -scores[i]):
+        c = box_center(boxes[i])
+        if not any(_contains(boxes[j], c) or _contains(boxes[i], box_center(boxes[j]))
+                   for j in order):
+            order.append(i)
+    best = scores[order[0]]
+    second = scores[order[1]] if len(order) > 1 else 0.0
+    if best >= s.min_score and best - second >= s.margin:
+        i = order[0]
+        return Grounded(query=description, point=box_center(boxes[i]), box=boxes[i],
+                        label=description, score=float(best), method="icon")
+    top = order[: s.top_k]
+    return _ambiguous(description, rgb, [(boxes[i], f"{scores[i]:.2f}", float(scores[i]))
+                                         for i in top], "icon",
+                      note + f"no confident icon match (best {best:.2f}, next {second:.2f})")
+
+
+def _contains(box: Box, point: Point) -> bool:
+    return box[0] <= point[0] <= box[2] and box[1] <= point[1] <= box[3]
+
+
+# -- the facade ------------------------------------------------------------------------------
+
+T = TypeVar("T")
+
+
+def frame_hash(bgr: np.ndarray) -> str:
+    h = hashlib.blake2b(digest_size=16)
+    h.update(str(bgr.shape).encode())
+    h.update(np.ascontiguousarray(bgr).data)
+    return h.hexdigest()
+
+
+class Perception:
+    """Text and icon grounding on frames; one instance serves every device of a host.
+
+    Frames can be PIL images, RGB numpy arrays, encoded bytes or paths. Pass `frame_id`
+    (e.g. the capture's sha) to skip hashing, and `device` to let OCR re-read only the
+    regions that changed since that device's previous frame.
+    """
+
+    def __init__(self, settings: PerceptionSettings | None = None, *, ocr: Ocr | None = None,
+                 detector: Detector | None = None, matcher: IconMatcher | None = None) -> None:
+        self.settings = settings or PerceptionSettings()
+        self._ocr = ocr
+        self._ocr_cache: OcrCache | None = None
+        self._detector = detector
+        self._matcher = matcher
+        self._matcher_ready = matcher is not None
+        self._lock = threading.RLock()
+        self._ocr_results: OrderedDict[str, OcrResult] = OrderedDict()
+        self._proposals: OrderedDict[str, list[Proposal]] = OrderedDict()
+
+    # lazily built parts: constructing the OCR sessions costs about a second
+    @property
+    def ocr_engine(self) -> Ocr:
+        with self._lock:
+            if self._ocr is None:
+                self._ocr = Ocr(self.settings.ocr)
+            return self._ocr
+
+    @property
+    def detector(self) -> Detector:
+        with self._lock:
+            if self._detector is None:
+                self._detector = make_detector(self.settings.detector)
+            return self._detector
+
+    @property
+    def matcher(self) -> IconMatcher | None:
+        with self._lock:
+            if not self._matcher_ready:
+                self._matcher = _make_matcher(self.settings)
+                self._matcher_ready = True
+            return self._matcher
+
+    def _remember(self, cache: OrderedDict[str, T], key: str, value: T) -> None:
+        with self._lock:
+            cache[key] = value
+            cache.move_to_end(key)
+            while len(cache) > self.settings.cache_frames:
+                cache.popitem(last=False)
+
+    def read_text(self, image: ImageInput, *, frame_id: str | None = None,
+                  device: str | None = None) -> OcrResult:
+        """OCR of a frame, cached by frame hash."""
+        bgr = to_bgr(image)
+        return self._read_text(bgr, frame_id or frame_hash(bgr), device)
+
+    def _read_text(self, bgr: np.ndarray, key: str, device: str | None) -> OcrResult:
+        with self._lock:
+            hit = self._ocr_results.get(key)
+        if hit is not None:
+            return hit
+        if device is not None:
+            with self._lock:
+                if self._ocr_cache is None:
+                    self._ocr_cache = OcrCache(self.ocr_engine)
+                cache = self._ocr_cache
+            result = cache.run(bgr, device)
+        else:
+            result = self.ocr_engine.run_bgr(bgr)
+        self._remember(self._ocr_results, key, result)
+        return result
+
+    def proposals(self, image: ImageInput, *, frame_id: str | None = None) -> list[Proposal]:
+        bgr = to_bgr(image)
+        return self._proposals_for(bgr, frame_id or frame_hash(bgr))
+
+    def _proposals_for(self, bgr: np.ndarray, key: str) -> list[Proposal]:
+        with self._lock:
+            hit = self._proposals.get(key)
+        if hit is not None:
+            return hit
+        props = self.detector.detect(bgr)
+        self._remember(self._proposals, key, props)
+        return props
+
+    def ground_text(self, image: ImageInput, text: str, *, position: str | None = None,
+                    frame_id: str | None = None, device: str | None = None) -> GroundResult:
+        bgr = to_bgr(image)
+        ocr = self._read_text(bgr, frame_id or frame_hash(bgr), device)
+        return ground_text_in(ocr, cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB), text,
+                              self.settings.text, position)
+
+    def ground_icon(self, image: ImageInput, description: str, *, position: str | None = None,
+                    frame_id: str | None = None) -> GroundResult:
+        bgr = to_bgr(image)
+        props = self._proposals_for(bgr, frame_id or frame_hash(bgr))
+        return ground_icon_in(bgr, props, description, self.matcher, self.settings.icons, position)
+
+    # Async variants: the work runs in a worker thread, bounded by a timeout. A thread cannot
+    # be interrupted, so on timeout we stop waiting (abandon) and the thread finishes alone.
+    # Pass a `limiter` to bound how many frames are processed at once (one per core is best).
+    async def _off_loop(self, fn: Callable[[], T], timeout_s: float | None,
+                        limiter: anyio.CapacityLimiter | None) -> T:
+        with anyio.fail_after(timeout_s or self.settings.timeout_s):
+            return await anyio.to_thread.run_sync(fn, abandon_on_cancel=True, limiter=limiter)
+
+    async def aread_text(self, image: ImageInput, *, frame_id: str | None = None,
+                         device: str | None = None, timeout_s: float | None = None,
+                         limiter: anyio.CapacityLimiter | None = None) -> OcrResult:
+        return await self._off_loop(
+            lambda: self.read_text(image, frame_id=frame_id, device=device), timeout_s, limiter)
+
+    async def aground_text(self, image: ImageInput, text: str, *, position: str | None = None,
+                           frame_id: str | None = None, device: str | None = None,
+                           timeout_s: float | None = None,
+                           limiter: anyio.CapacityLimiter | None = None) -> GroundResult:
+        return await self._off_loop(lambda: self.ground_text(
+            image, text, position=position, frame_id=frame_id, device=device), timeout_s, limiter)
+
+    async def aground_icon(self, image: ImageInput, description: str, *,
+                           position: str | None = None, frame_id: str | None = None,
+                           timeout_s: float | None = None,
+                           limiter: anyio.CapacityLimiter | None = None) -> GroundResult:
+        return await self._off_loop(lambda: self.ground_icon(
+            image, description, position=position, frame_id=frame_id), timeout_s, limiter)
+
+
+def _make_matcher(settings: PerceptionSettings) -> IconMatcher | None:
+    kind = settings.icons.matcher
+    if kind == "none":
+        return None
+    if kind == "clip" or (kind == "auto" and settings.clip_dir):
+        from models.clip import ClipMatcher
+
+        return ClipMatcher.from_dir(settings.clip_dir)
+    from models.icons import MaterialIconMatcher
+
+    return MaterialIconMatcher()

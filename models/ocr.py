@@ -1,0 +1,428 @@
+"""Text detection and recognition with rapidocr-onnxruntime's PP-OCRv4 models.
+
+We drive rapidocr's detector and recogniser ourselves instead of calling `RapidOCR()`:
+- the detector gets an image we have already shrunk (its `limit_side_len` cannot shrink),
+  while recognition crops come from the full-resolution frame (small text stays legible);
+- recognition runs in larger width-sorted batches;
+- a band at the top (the status bar) can be skipped;
+- per-character boxes come from the CTC columns, so a word inside a line can be tapped;
+- `OcrCache` re-reads only the horizontal bands that changed since a device's previous frame.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import OrderedDict
+from pathlib import Path
+from typing import Any
+
+import anyio
+import cv2
+import msgspec
+import numpy as np
+import onnxruntime as ort
+from PIL import Image
+
+Box = tuple[float, float, float, float]  # x1, y1, x2, y2 in frame pixels
+
+
+ImageInput = Image.Image | np.ndarray | bytes | str | Path
+
+
+class ImageError(ValueError):
+    """The input is not an image we can read."""
+
+
+def to_bgr(image: ImageInput) -> np.ndarray:
+    """A contiguous uint8 BGR array from a PIL image, an RGB(A)/gray array, encoded bytes or a path.
+
+    Numpy arrays are taken as RGB (PIL's order), which is what `np.asarray(pil_image)` gives.
+    """
+    if isinstance(image, str | Path):
+        try:
+            image = Image.open(image)
+            image.load()
+        except (OSError, ValueError) as exc:
+            raise ImageError(f"cannot read image file {image}: {exc}") from exc
+    elif isinstance(image, bytes | bytearray):
+        import io
+
+        try:
+            image = Image.open(io.BytesIO(image))
+            image.load()
+        except (OSError, ValueError) as exc:
+            raise ImageError(f"cannot decode image bytes: {exc}") from exc
+    if isinstance(image, Image.Image):
+        if image.mode != "RGB":
+            image = image.convert("RGB")
+        arr = np.asarray(image)
+    elif isinstance(image, np.ndarray):
+        arr = image
+    else:
+        raise ImageError(f"unsupported image type {type(image).__name__}")
+    if arr.dtype != np.uint8:
+        if arr.dtype.kind == "f" and arr.size and float(np.nanmax(arr)) <= 1.0:
+            arr = arr * 255.0
+        arr = np.clip(np.nan_to_num(arr), 0, 255).astype(np.uint8)
+    if arr.ndim == 2:
+        return np.ascontiguousarray(cv2.cvtColor(arr, cv2.COLOR_GRAY2BGR))
+    if arr.ndim != 3 or arr.shape[2] not in (3, 4) or arr.shape[0] == 0 or arr.shape[1] == 0:
+        raise ImageError(f"expected an HxWx3 or HxWx4 image, got shape {arr.shape}")
+    code = cv2.COLOR_RGBA2BGR if arr.shape[2] == 4 else cv2.COLOR_RGB2BGR
+    return np.ascontiguousarray(cv2.cvtColor(arr, code))
+
+
+class OcrSettings(msgspec.Struct, frozen=True, kw_only=True):
+    """OCR knobs; every field can come from the config."""
+
+    det_side: int = 960  # longest side of the detector input (the image is shrunk first)
+    use_cls: bool = False  # 180-degree text classifier; phone UIs are upright
+    det_thresh: float = 0.3
+    det_box_thresh: float = 0.5
+    det_unclip_ratio: float = 1.6
+    text_score: float = 0.5  # lines recognised below this are dropped
+    rec_batch: int = 6  # lines per recogniser run; larger batches pad more (measured slower)
+    # Narrow lines are padded to this width before recognition; rapidocr pads to 320, which
+    # makes a 2-letter button cost as much as a 7x longer line.
+    rec_min_width: int = 320
+    skip_top_frac: float = 0.0  # share of the height skipped at the top (status bar: ~0.035)
+    char_boxes: bool = True
+    providers: tuple[str, ...] = ()  # empty: CUDA when available, else CPU
+    threads: int = 0  # intra-op threads; 0 = onnxruntime's default
+
+
+class OcrLine(msgspec.Struct, frozen=True):
+    text: str
+    score: float
+    box: Box
+    quad: tuple[tuple[float, float], ...]  # 4 corners, clockwise from top-left
+    char_boxes: tuple[Box, ...] = ()  # one per character of `text`, when known
+
+    @property
+    def center(self) -> tuple[float, float]:
+        return ((self.box[0] + self.box[2]) / 2, (self.box[1] + self.box[3]) / 2)
+
+    def span_box(self, start: int, end: int) -> Box:
+        """Box of the characters text[start:end]; the whole line when char boxes are absent."""
+        if not self.char_boxes or end <= start or end > len(self.char_boxes):
+            return self.box
+        sub = self.char_boxes[start:end]
+        return (sub[0][0], self.box[1], sub[-1][2], self.box[3])
+
+
+class OcrResult(msgspec.Struct, frozen=True):
+    width: int
+    height: int
+    lines: tuple[OcrLine, ...]
+    det_s: float = 0.0
+    rec_s: float = 0.0
+    total_s: float = 0.0
+
+    @property
+    def texts(self) -> list[str]:
+        return [line.text for line in self.lines]
+
+
+class OcrError(RuntimeError):
+    """The OCR engine could not run (missing models, bad image)."""
+
+
+def pick_providers(wanted: tuple[str, ...] = ()) -> list[str]:
+    """The onnxruntime providers to use: the configured ones that exist, else CUDA when present."""
+    available = ort.get_available_providers()
+    if wanted:
+        chosen = [p for p in wanted if p in available]
+        if not chosen:
+            raise OcrError(f"none of the providers {list(wanted)} exist here; have {available}")
+        return chosen
+    if "CUDAExecutionProvider" in available:
+        return ["CUDAExecutionProvider", "CPUExecutionProvider"]
+    return ["CPUExecutionProvider"]
+
+
+def _session_options(threads: int) -> ort.SessionOptions:
+    opts = ort.SessionOptions()
+    opts.log_severity_level = 3
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    if threads > 0:
+        opts.intra_op_num_threads = threads
+    return opts
+
+
+class Ocr:
+    """One OCR engine; thread-safe (onnxruntime sessions may be run from several threads)."""
+
+    def __init__(self, settings: OcrSettings | None = None) -> None:
+        self.settings = settings or OcrSettings()
+        if self.settings.det_side < 64:
+            raise ValueError(f"det_side must be >= 64, got {self.settings.det_side}")
+        try:
+            from rapidocr_onnxruntime import RapidOCR
+            from rapidocr_onnxruntime.ch_ppocr_det.utils import DetPreProcess
+        except ImportError as exc:  # pragma: no cover - depends on the install
+            raise OcrError("rapidocr-onnxruntime is not installed") from exc
+        s = self.settings
+        engine = RapidOCR(
+            det_thresh=s.det_thresh,
+            det_box_thresh=s.det_box_thresh,
+            det_unclip_ratio=s.det_unclip_ratio,
+            text_score=s.text_score,
+        )
+        engine.text_rec.rec_batch_num = s.rec_batch  # its kwargs parser would not reach it
+        self.providers = pick_providers(s.providers)
+        if self.providers != ["CPUExecutionProvider"] or s.threads > 0:
+            # rapidocr builds CPU sessions with its own options; rebuild them for ours.
+            opts = _session_options(s.threads)
+            for part in (engine.text_det.infer, engine.text_cls.infer, engine.text_rec.session):
+                path = getattr(part.session, "_model_path", None)
+                if path:
+                    part.session = ort.InferenceSession(path, sess_options=opts,
+                                                        providers=self.providers)
+        self._det = engine.text_det
+        self._cls = engine.text_cls
+        self._rec = engine.text_rec
+        self._engine = engine
+        self._det_pre = DetPreProcess(s.det_side, "max", engine.text_det.mean, engine.text_det.std)
+
+    # -- the pipeline -------------------------------------------------------------------
+
+    def detect(self, bgr: np.ndarray) -> list[np.ndarray]:
+        """Text quads (4x2 float32, frame pixels) found on a BGR image."""
+        h, w = bgr.shape[:2]
+        if h < 8 or w < 8:
+            return []
+        inp = self._det_pre(bgr)
+        if inp is None:
+            return []
+        pred = self._det.infer(inp)[0]
+        boxes, _scores = self._det.postprocess_op(pred, (h, w))
+        if len(boxes) == 0:
+            return []
+        quads = self._det.filter_tag_det_res(boxes, (h, w))
+        return [q.astype(np.float32) for q in self._engine.sorted_boxes(np.asarray(quads))] if len(quads) else []
+
+    def recognize(self, bgr: np.ndarray, quads: list[np.ndarray]) -> list[OcrLine]:
+        """Read the text inside each quad of a full-resolution BGR frame."""
+        if not quads:
+            return []
+        crops = self._engine.get_crop_img_list(bgr, quads)
+        if self.settings.use_cls:
+            crops, _cls, _t = self._cls(crops)
+        rec = self._recognize_crops(crops)
+        lines = []
+        for quad, res in zip(quads, rec, strict=True):
+            text, score = str(res[0]), float(res[1])
+            if score < self.settings.text_score or not text.strip():
+                continue
+            chars: tuple[Box, ...] = ()
+            if self.settings.char_boxes and len(res) > 2:
+                chars = _char_boxes(quad, text, res[2])
+            xs, ys = quad[:, 0], quad[:, 1]
+            box = (float(xs.min()), float(ys.min()), float(xs.max()), float(ys.max()))
+            corners = tuple((float(x), float(y)) for x, y in quad)
+            lines.append(OcrLine(text=text, score=score, box=box, quad=corners, char_boxes=chars))
+        return lines
+
+    def _recognize_crops(self, crops: list[np.ndarray]) -> list[Any]:
+        """rapidocr's recogniser, batched by width with our own minimum padding width."""
+        height = 48
+        ratios = [c.shape[1] / max(1, c.shape[0]) for c in crops]
+        order = np.argsort(np.asarray(ratios), kind="stable")
+        out: list[Any] = [("", 0.0)] * len(crops)
+        step = max(1, self.settings.rec_batch)
+        for start in range(0, len(crops), step):
+            idx = [int(i) for i in order[start : start + step]]
+            width = max(self.settings.rec_min_width, int(np.ceil(height * max(ratios[i] for i in idx))))
+            width = int(np.ceil(width / 8) * 8)
+            batch = np.zeros((len(idx), 3, height, width), dtype=np.float32)
+            for j, i in enumerate(idx):
+                w = min(width, max(1, int(np.ceil(height * ratios[i]))))
+                img = cv2.resize(crops[i], (w, height)).astype(np.float32)
+                batch[j, :, :, :w] = (img.transpose(2, 0, 1) / 255.0 - 0.5) / 0.5
+            preds = self._rec.session(batch)[0]
+            decoded = self._rec.postprocess_op(
+                preds, self.settings.char_boxes, wh_ratio_list=[ratios[i] for i in idx],
+                max_wh_ratio=width / height)
+            for j, i in enumerate(idx):
+                out[i] = decoded[j]
+        return out
+
+    def run(self, image: ImageInput) -> OcrResult:
+        """OCR one frame (PIL image, RGB numpy array, encoded bytes or a path)."""
+        bgr = to_bgr(image)
+        return self.run_bgr(bgr)
+
+    def run_bgr(self, bgr: np.ndarray, region: tuple[int, int] | None = None) -> OcrResult:
+        """OCR a BGR frame; `region` = (y0, y1) limits it to a horizontal band."""
+        t0 = time.perf_counter()
+        h, w = bgr.shape[:2]
+        y0 = int(h * self.settings.skip_top_frac)
+        y1 = h
+        if region is not None:
+            y0, y1 = max(y0, region[0]), min(h, region[1])
+        if y1 - y0 < 8:
+            return OcrResult(width=w, height=h, lines=(), total_s=time.perf_counter() - t0)
+        band = bgr[y0:y1] if (y0, y1) != (0, h) else bgr
+        quads = self.detect(band)
+        t1 = time.perf_counter()
+        lines = self.recognize(band, quads)
+        if y0:
+            lines = [_shift_line(line, y0) for line in lines]
+        t2 = time.perf_counter()
+        return OcrResult(width=w, height=h, lines=tuple(lines), det_s=t1 - t0, rec_s=t2 - t1,
+                         total_s=t2 - t0)
+
+    async def arun(self, image: ImageInput, timeout_s: float = 30.0) -> OcrResult:
+        """`run` off the event loop, with a timeout (the thread is abandoned, not killed)."""
+        with anyio.fail_after(timeout_s):
+            return await anyio.to_thread.run_sync(self.run, image, abandon_on_cancel=True)
+
+
+def _char_boxes(quad: np.ndarray, text: str, word_info: Any) -> tuple[Box, ...]:
+    """Per-character boxes from the recogniser's CTC columns, mapped along the line's quad."""
+    try:
+        n_cols = float(word_info[0])
+        cols = [c for word in word_info[2] for c in word]
+    except (TypeError, IndexError, ValueError):
+        return ()
+    if n_cols <= 0 or len(cols) != len(text):
+        return ()
+    centres = np.clip((np.asarray(cols, dtype=np.float64) + 0.5) / n_cols, 0.0, 1.0)
+    if len(centres) > 1:
+        mids = (centres[1:] + centres[:-1]) / 2
+        first = max(0.0, centres[0] - (mids[0] - centres[0]))
+        last = min(1.0, centres[-1] + (centres[-1] - mids[-1]))
+        edges = np.concatenate([[first], mids, [last]])
+    else:
+        edges = np.array([0.0, 1.0])
+    tl, tr, br, bl = quad.astype(np.float64)
+    top = lambda t: tl + (tr - tl) * t  # noqa: E731 - tiny local helpers
+    bottom = lambda t: bl + (br - bl) * t  # noqa: E731
+    out = []
+    for a, b in zip(edges[:-1], edges[1:], strict=True):
+        pts = np.stack([top(a), top(b), bottom(b), bottom(a)])
+        out.append((float(pts[:, 0].min()), float(pts[:, 1].min()),
+                    float(pts[:, 0].max()), float(pts[:, 1].max())))
+    return tuple(out)
+
+
+def _shift_line(line: OcrLine, dy: float) -> OcrLine:
+    b = line.box
+    return OcrLine(
+        text=line.text,
+        score=line.score,
+        box=(b[0], b[1] + dy, b[2], b[3] + dy),
+        quad=tuple((x, y + dy) for x, y in line.quad),
+        char_boxes=tuple((c[0], c[1] + dy, c[2], c[3] + dy) for c in line.char_boxes),
+    )
+
+
+# -- per-device incremental OCR ------------------------------------------------------------
+
+
+class OcrCache:
+    """Re-runs OCR only on the horizontal bands that changed since the device's previous frame.
+
+    Phone screens mostly change in horizontal bands (a list row, a toolbar, a dialog), so the
+    diff is reduced to row bands; when most of the screen changed the whole frame is read again.
+    """
+
+    def __init__(self, ocr: Ocr, *, max_devices: int = 256, diff_threshold: int = 24,
+                 full_frac: float = 0.5, margin_px: int = 24) -> None:
+        self.ocr = ocr
+        self.max_devices = max_devices
+        self.diff_threshold = diff_threshold
+        self.full_frac = full_frac
+        self.margin_px = margin_px
+        self._prev: OrderedDict[str, tuple[np.ndarray, OcrResult]] = OrderedDict()
+        self._lock = threading.Lock()
+        self.last_changed_frac = 1.0
+
+    def run(self, image: ImageInput, device: str) -> OcrResult:
+        bgr = to_bgr(image)
+        with self._lock:
+            prev = self._prev.get(device)
+        small = cv2.cvtColor(cv2.resize(bgr, (bgr.shape[1] // 4 or 1, bgr.shape[0] // 4 or 1),
+                                        interpolation=cv2.INTER_AREA), cv2.COLOR_BGR2GRAY)
+        result: OcrResult
+        if prev is None or prev[0].shape != small.shape or prev[1].width != bgr.shape[1] \
+                or prev[1].height != bgr.shape[0]:
+            result = self.ocr.run_bgr(bgr)
+            self.last_changed_frac = 1.0
+        else:
+            bands = self._changed_bands(prev[0], small, bgr.shape[0])
+            changed = sum(b - a for a, b in bands) / bgr.shape[0]
+            self.last_changed_frac = changed
+            if not bands:
+                result = prev[1]
+            elif changed > self.full_frac:
+                result = self.ocr.run_bgr(bgr)
+            else:
+                result = self._update(bgr, prev[1], bands)
+        with self._lock:
+            self._prev[device] = (small, result)
+            self._prev.move_to_end(device)
+            while len(self._prev) > self.max_devices:
+                self._prev.popitem(last=False)
+        return result
+
+    def forget(self, device: str) -> None:
+        with self._lock:
+            self._prev.pop(device, None)
+
+    def _changed_bands(self, a: np.ndarray, b: np.ndarray, full_h: int) -> list[tuple[int, int]]:
+        diff = cv2.absdiff(a, b)
+        rows = np.flatnonzero((diff > self.diff_threshold).any(axis=1))
+        if rows.size == 0:
+            return []
+        scale = full_h / a.shape[0]
+        bands: list[list[int]] = []
+        for r in rows:
+            y0 = max(0, int(r * scale) - self.margin_px)
+            y1 = min(full_h, int((r + 1) * scale) + self.margin_px)
+            if bands and y0 <= bands[-1][1]:
+                bands[-1][1] = max(bands[-1][1], y1)
+            else:
+                bands.append([y0, y1])
+        return [(a0, a1) for a0, a1 in bands]
+
+    def _update(self, bgr: np.ndarray, prev: OcrResult, bands: list[tuple[int, int]]) -> OcrResult:
+        t0 = time.perf_counter()
+
+        def touches(line: OcrLine, lo: float, hi: float) -> bool:
+            return line.box[3] >= lo and line.box[1] <= hi
+
+        # A line that straddles a band's edge is read again with the band grown around it.
+        grown = []
+        for y0, y1 in bands:
+            lo, hi = float(y0), float(y1)
+            changed = True
+            while changed:  # growing may reach further lines: repeat until stable
+                changed = False
+                for line in prev.lines:
+                    if touches(line, lo, hi) and (line.box[1] - 4 < lo or line.box[3] + 4 > hi):
+                        lo, hi = min(lo, line.box[1] - 4), max(hi, line.box[3] + 4)
+                        changed = True
+            grown.append((max(0, int(lo)), min(bgr.shape[0], int(hi))))
+        merged: list[tuple[int, int]] = []
+        for a, b in sorted(grown):  # grown bands may now overlap: read each row once
+            if merged and a <= merged[-1][1]:
+                merged[-1] = (merged[-1][0], max(merged[-1][1], b))
+            else:
+                merged.append((a, b))
+        grown = merged
+        kept = [ln for ln in prev.lines if not any(touches(ln, a, b) for a, b in grown)]
+        fresh: list[OcrLine] = []
+        for y0, y1 in grown:
+            fresh.extend(self.ocr.run_bgr(bgr, region=(y0, y1)).lines)
+        lines = sorted(kept + fresh, key=lambda ln: (round(ln.box[1] / 10), ln.box[0]))
+        return OcrResult(width=prev.width, height=prev.height, lines=tuple(lines),
+                         total_s=time.perf_counter() - t0)
+
+
+def default_model_dir() -> Path:
+    """Where rapidocr's bundled models live (for reports and diagnostics)."""
+    import rapidocr_onnxruntime
+
+    return Path(rapidocr_onnxruntime.__file__).parent / "models"

@@ -1,0 +1,312 @@
+"""The Device protocol, and its adbutils implementation scoped to one serial.
+
+Every call runs off the event loop (adbutils is blocking) under a timeout. Screenshots
+take the raw ``exec:screencap`` path (an RGBA header parsed here, so the phone skips its
+slow PNG encode) or ``screencap -p``, falling back to PNG when the raw bytes do not parse.
+With ``capture="auto"`` (the default) the first screenshot times both paths and keeps
+the faster one: raw on real phones; PNG over the simulated phone's loopback transport,
+where 10 MB of raw pixels cost more than the encode. Typed text never reaches the device shell unquoted: ASCII goes through
+``input text`` in single quotes (``%s`` for spaces), anything else through the ADB
+Keyboard's ``ADB_INPUT_B64`` broadcast, whose payload is base64 (no metacharacters).
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import re
+import struct
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal, Protocol, TypeVar
+
+import anyio
+import numpy as np
+from PIL import Image
+
+if TYPE_CHECKING:
+    import adbutils
+
+T = TypeVar("T")
+
+ADB_KEYBOARD = "com.android.adbkeyboard/.AdbIME"
+ADB_KEYBOARD_HELP = (
+    "typing non-ASCII text needs the ADB Keyboard IME, which is not installed on {serial}: "
+    "download ADBKeyboard.apk from https://github.com/senzhk/ADBKeyBoard/releases, then run "
+    "`adb -s {serial} install ADBKeyboard.apk` and "
+    f"`adb -s {{serial}} shell ime enable {ADB_KEYBOARD}`"
+)
+KEY_BACK, KEY_HOME, KEY_ENTER = 4, 3, 66
+CapturePath = Literal["raw", "png", "auto"]
+# `input text` takes printable ASCII; tabs/newlines and everything else go through the IME.
+_INPUT_TEXT_OK = re.compile(r"^[\x20-\x7e]*$")
+
+
+class DeviceError(RuntimeError):
+    """A device call failed or timed out; the message says which and why."""
+
+
+@dataclass(frozen=True)
+class Screenshot:
+    """One captured screen: RGB pixels, and which path produced them."""
+
+    rgb: np.ndarray  # H x W x 3, uint8
+    path: Literal["raw", "png"]
+    png: bytes = b""  # the PNG the phone sent, when the png path was used
+
+    @property
+    def width(self) -> int:
+        return int(self.rgb.shape[1])
+
+    @property
+    def height(self) -> int:
+        return int(self.rgb.shape[0])
+
+
+class Device(Protocol):
+    """What the actors need from a phone. Coordinates are screen pixels."""
+
+    serial: str
+
+    async def screenshot(self) -> Screenshot: ...
+    async def tap(self, x: int, y: int) -> None: ...
+    async def long_press(self, x: int, y: int, duration_ms: int = 800) -> None: ...
+    async def swipe(self, x1: int, y1: int, x2: int, y2: int, duration_ms: int = 300) -> None: ...
+    async def key(self, keycode: int) -> None: ...
+    async def type_text(self, text: str) -> None: ...
+    async def start_app(self, package: str) -> None: ...
+    async def current_app(self) -> str: ...
+    async def window_size(self) -> tuple[int, int]: ...
+
+
+# ---- pure helpers (tested on their own) --------------------------------------------------
+
+
+def parse_raw_screencap(data: bytes) -> np.ndarray:
+    """``screencap`` without ``-p``: a 12- or 16-byte header (w, h, format[, colour space])
+    then w*h*4 pixel bytes. Returns RGB; ``ValueError`` when the bytes are not that."""
+    if len(data) < 12:
+        raise ValueError(f"raw screencap too short ({len(data)} bytes)")
+    w, h, fmt = struct.unpack_from("<3I", data, 0)
+    if not (0 < w <= 16384 and 0 < h <= 16384):
+        raise ValueError(f"raw screencap header has an implausible size {w}x{h}")
+    n = w * h * 4
+    header = len(data) - n
+    if header not in (12, 16):
+        raise ValueError(f"raw screencap is {len(data)} bytes, expected {n} + a 12/16-byte header")
+    if fmt not in (1, 2, 5):  # RGBA_8888, RGBX_8888, BGRA_8888
+        raise ValueError(f"raw screencap pixel format {fmt} is not supported")
+    px = np.frombuffer(data, dtype=np.uint8, count=n, offset=header).reshape(h, w, 4)
+    rgb = px[:, :, [2, 1, 0]] if fmt == 5 else px[:, :, :3]
+    return np.ascontiguousarray(rgb)
+
+
+def decode_png(data: bytes) -> np.ndarray:
+    try:
+        with Image.open(io.BytesIO(data)) as img:
+            return np.asarray(img.convert("RGB"))
+    except Exception as exc:
+        raise ValueError(f"screencap -p did not return a readable PNG: {exc}") from None
+
+
+def input_text_commands(text: str) -> list[str]:
+    """Shell lines that make ``input text`` type exactly ``text`` (printable ASCII only).
+
+    Spaces become ``%s`` (Android's escape); a literal ``%s`` in the text is split across
+    two commands so the device never reads it as a space. Each argument is single-quoted
+    for the device shell, so no metacharacter is ever interpreted.
+    """
+    if not _INPUT_TEXT_OK.match(text):
+        raise ValueError("input text takes printable ASCII only")
+    chunks: list[str] = []
+    cur = ""
+    for ch in text:
+        if ch == "s" and cur.endswith("%"):
+            chunks.append(cur)  # "%" ends this chunk; the "s" starts the next one
+            cur = ""
+        cur += "%s" if ch == " " else ch
+    if cur:
+        chunks.append(cur)
+    return [f"input text {sh_quote(c)}" for c in chunks]
+
+
+def sh_quote(arg: str) -> str:
+    """Always single-quoted for the device's sh (a quote inside becomes '\\'')."""
+    return "'" + arg.replace("'", "'\\''") + "'"
+
+
+def needs_ime(text: str) -> bool:
+    """True when ``text`` cannot go through ``input text``."""
+    return not _INPUT_TEXT_OK.match(text)
+
+
+def b64_broadcast_command(text: str) -> str:
+    msg = base64.b64encode(text.encode("utf-8")).decode("ascii")
+    return f"am broadcast -a ADB_INPUT_B64 --es msg {msg}"
+
+
+_FOCUS_RE = re.compile(r"mCurrentFocus=Window\{\S+ \S+ ([^/\s}]+)(?:/[^\s}]*)?\}")
+_FOCUSED_APP_RE = re.compile(r"mFocusedApp=\S*ActivityRecord\{\S+ \S+ ([^/\s}]+)/")
+
+
+def parse_current_app(dumpsys: str) -> str:
+    """The focused package from ``dumpsys window windows``; "" when none is named."""
+    for rx in (_FOCUS_RE, _FOCUSED_APP_RE):
+        m = rx.search(dumpsys)
+        if m:
+            return m.group(1)
+    return ""
+
+
+# ---- the adbutils implementation ---------------------------------------------------------
+
+
+class AdbDevice:
+    """One phone through an adb server; all calls off the loop, each under ``timeout_s``."""
+
+    def __init__(
+        self,
+        serial: str,
+        *,
+        client: adbutils.AdbClient | None = None,
+        capture: CapturePath = "auto",
+        timeout_s: float = 15.0,
+    ) -> None:
+        import adbutils  # late: ANDROID_ADB_SERVER_PORT must be set before the first import
+
+        self.serial = serial
+        self.capture = capture
+        self.timeout_s = timeout_s
+        self._client = client or adbutils.AdbClient(host="127.0.0.1", socket_timeout=timeout_s)
+        self._dev = self._client.device(serial)
+        self._raw_ok: bool | None = None if capture == "auto" else capture == "raw"
+        self._ime_ready = False
+        self.timings: dict[str, float | None] = {}  # auto: the first capture per path
+
+    def __repr__(self) -> str:
+        return f"AdbDevice({self.serial!r})"
+
+    async def _call(self, what: str, fn: Callable[[], T], timeout_s: float | None = None) -> T:
+        limit = timeout_s or self.timeout_s
+        try:
+            with anyio.fail_after(limit):
+                return await anyio.to_thread.run_sync(fn, abandon_on_cancel=True)
+        except TimeoutError:
+            raise DeviceError(f"{self.serial}: {what} timed out after {limit:g}s") from None
+        except DeviceError:
+            raise
+        except Exception as exc:
+            raise DeviceError(f"{self.serial}: {what} failed: {type(exc).__name__}: {exc}") from None
+
+    def _shell(self, cmd: str) -> str:
+        """Run one shell line; a non-zero exit is a DeviceError with its output."""
+        res = self._dev.shell2(cmd, timeout=self.timeout_s, rstrip=True, v2=True)
+        if res.returncode != 0:
+            out = (res.output or "").strip().splitlines()
+            raise DeviceError(f"`{cmd[:60]}` exited {res.returncode}: {' / '.join(out[-3:])[:300]}")
+        return str(res.output)
+
+    async def shell(self, cmd: str) -> str:
+        return await self._call(cmd.split(" ", 1)[0], lambda: self._shell(cmd))
+
+    # -- screen --------------------------------------------------------------------------
+
+    def _exec_bytes(self, cmd: str) -> bytes:
+        with self._dev.open_transport(timeout=self.timeout_s) as c:
+            c.send_command("exec:" + cmd)
+            c.check_okay()
+            data: bytes = c.read_until_close(encoding=None)
+            return data
+
+    def _screenshot_raw(self) -> Screenshot:
+        return Screenshot(parse_raw_screencap(self._exec_bytes("screencap")), "raw")
+
+    def _screenshot_png(self) -> Screenshot:
+        data = self._exec_bytes("screencap -p")
+        return Screenshot(decode_png(data), "png", png=data)
+
+    def _screenshot(self) -> Screenshot:
+        if self.capture == "raw":
+            return self._screenshot_raw()
+        if self.capture == "png" or self._raw_ok is False:
+            return self._screenshot_png()
+        if self._raw_ok is True:
+            try:
+                return self._screenshot_raw()
+            except ValueError:
+                self._raw_ok = False  # the format changed under us: PNG from now on
+                return self._screenshot_png()
+        # "auto", first call: time both paths once and keep the faster one. On real phones
+        # raw usually wins (no on-device PNG encode); over a slow transport PNG can.
+        t0 = time.perf_counter()
+        try:
+            raw: Screenshot | None = self._screenshot_raw()
+        except ValueError:
+            raw = None
+        t1 = time.perf_counter()
+        png = self._screenshot_png()
+        t2 = time.perf_counter()
+        self._raw_ok = raw is not None and (t1 - t0) <= (t2 - t1)
+        self.timings = {"raw": t1 - t0 if raw is not None else None, "png": t2 - t1}
+        return png
+
+    async def screenshot(self) -> Screenshot:
+        return await self._call("screencap", self._screenshot)
+
+    async def window_size(self) -> tuple[int, int]:
+        out = await self.shell("wm size")
+        sizes = re.findall(r"(\d+)x(\d+)", out)
+        if not sizes:
+            raise DeviceError(f"{self.serial}: cannot read the screen size from {out!r}")
+        w, h = sizes[-1]  # an override size is listed last
+        return int(w), int(h)
+
+    # -- input ---------------------------------------------------------------------------
+
+    async def tap(self, x: int, y: int) -> None:
+        await self.shell(f"input tap {int(x)} {int(y)}")
+
+    async def long_press(self, x: int, y: int, duration_ms: int = 800) -> None:
+        await self.shell(f"input swipe {int(x)} {int(y)} {int(x)} {int(y)} {int(duration_ms)}")
+
+    async def swipe(self, x1: int, y1: int, x2: int, y2: int, duration_ms: int = 300) -> None:
+        await self.shell(
+            f"input swipe {int(x1)} {int(y1)} {int(x2)} {int(y2)} {int(duration_ms)}"
+        )
+
+    async def key(self, keycode: int) -> None:
+        await self.shell(f"input keyevent {int(keycode)}")
+
+    def _ensure_ime(self) -> None:
+        if self._ime_ready:
+            return
+        imes = self._shell("ime list -s").split()
+        if ADB_KEYBOARD not in imes:
+            raise DeviceError(ADB_KEYBOARD_HELP.format(serial=self.serial))
+        self._shell(f"ime set {ADB_KEYBOARD}")
+        self._ime_ready = True
+
+    def _type(self, text: str) -> None:
+        if not text:
+            return
+        if needs_ime(text):
+            self._ensure_ime()
+            self._shell(b64_broadcast_command(text))
+            return
+        for cmd in input_text_commands(text):
+            self._shell(cmd)
+
+    async def type_text(self, text: str) -> None:
+        await self._call("type", lambda: self._type(text), self.timeout_s * 2)
+
+    # -- apps ----------------------------------------------------------------------------
+
+    async def start_app(self, package: str) -> None:
+        if not re.fullmatch(r"[A-Za-z0-9_]+(\.[A-Za-z0-9_]+)+", package):
+            raise DeviceError(f"{self.serial}: {package!r} is not a package name")
+        await self.shell(f"monkey -p {package} -c android.intent.category.LAUNCHER 1")
+
+    async def current_app(self) -> str:
+        out = await self.shell("dumpsys window windows")
+        return parse_current_app(out)

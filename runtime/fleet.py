@@ -1,0 +1,856 @@
+"""The host's fleet manager: every phone the adb server sees, one episode at a time each.
+
+``FleetManager`` is generic over the per-phone work: it is given ``run_episode(handle,
+instruction, control)`` and never imports the agent (runtime/ knows nothing of actors/).
+
+- **Discovery:** an initial ``adb devices`` listing, then adbutils' ``track_devices``
+  (hot-plug) in a thread feeding a memory stream; the tracking socket is shut down to stop
+  it, and the tracker restarts (re-listing) if the adb server goes away.
+- **Per-phone group:** each phone that is ``device`` in adb gets its own supervised task
+  group (a generation); when it drops, the group is cancelled, and a new one starts when it
+  returns. Nothing is shared between groups but the bus; every adb call the fleet makes is
+  scoped to one serial.
+- **Status:** a retained ``DeviceStatus`` (idle | busy | offline) per phone; the host's
+  retained ``HostStatus`` lists its phones, and its last will (set by ``HostRuntime``) says
+  ``offline`` when the host dies, which also marks its phones unreachable.
+- **One active episode per phone,** a bounded per-phone queue, then rejection (an ``Error``
+  and an ``EpisodeFinished(failed, "rejected: ...")``).
+- **Cancel** (device control topic) asks the running episode to stop at its next safe point
+  (``EpisodeControl``), and stops it hard after a grace period; a queued one is removed.
+- **Idempotent ids:** an instruction id is run at most once by this host, also when the
+  broker redelivers it after a reconnect.
+- **Fleet-wide instructions** go to the first free phone (queued while none is free); on an
+  MQTT 5 broker hosts share them through ``$share/...`` so each is taken by one host.
+- **A phone that drops mid-episode** ends that episode with
+  ``EpisodeFinished(failed, reason="device offline")``; other phones are not touched.
+
+``serve_fleet(cfg, run_episode)`` runs all of this inside ``HostRuntime`` (``mobagent
+serve``); ``run_fleet(bus, fleet)`` runs it on a bus you already have (tests, benchmarks).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import uuid
+from collections import deque
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Annotated, Any, Literal
+
+import anyio
+import msgspec
+import structlog
+from anyio.abc import TaskGroup, TaskStatus
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+
+from runtime import topics
+from runtime.actor import Actor, BusLike, Publisher, run_actors
+from runtime.bus import Backoff
+from runtime.config import Positive, RuntimeConfig, Section
+from runtime.dedupe import SeenIds
+from runtime.device import AdbDevice
+from runtime.host import VERSION, HostRuntime, InstructionGate, host_name
+from runtime.messages import (
+    Answer,
+    Approve,
+    Cancel,
+    DeviceStatus,
+    EpisodeFinished,
+    EpisodeStarted,
+    EpisodeStatus,
+    Error,
+    HostStatus,
+    Instruction,
+    Message,
+    Msg,
+    Steer,
+)
+
+if TYPE_CHECKING:
+    import adbutils
+
+log = structlog.get_logger(__name__)
+
+DeviceState = Literal["idle", "busy", "offline"]
+OFFLINE_REASON = "device offline"
+
+
+class FleetConfig(Section):
+    """The fleet's knobs (a ``[fleet]`` section when the lead adds it to the root config)."""
+
+    max_queued_per_device: Annotated[int, msgspec.Meta(ge=0, le=10_000)] = 4
+    max_fleet_queue: Annotated[int, msgspec.Meta(ge=0, le=100_000)] = 64
+    cancel_grace_s: Positive = 5.0  # Cancel -> hard stop when no safe point came in time
+    episode_timeout_s: Positive = 1800.0
+    adb_host: str = "127.0.0.1"
+    adb_port: Annotated[int, msgspec.Meta(ge=0, le=65535)] = 0  # 0: $ANDROID_ADB_SERVER_PORT or 5037
+    adb_timeout_s: Positive = 15.0
+    startup_wait_s: Positive = 10.0  # instructions wait this long for the first listing
+    serials: list[str] = []  # only these phones (empty: every phone adb lists)
+    publish_timeout_s: Positive = 60.0  # terminal events and status retry this long
+    offline_poll_s: Positive = 0.5  # after a device-offline failure, how often to re-check it
+    # Who announces an episode that reached the worker: "fleet" (EpisodeStarted, EpisodeFinished
+    # and busy/idle status), or "worker" when run_episode publishes them itself (the agent's
+    # DeviceAgent does). The fleet always reports what the worker cannot: rejections, queued
+    # cancels, a phone lost mid-episode, a hard stop after the cancel grace, and offline.
+    lifecycle_events: Literal["fleet", "worker"] = "fleet"
+
+
+# ---- what the per-phone work is given ---------------------------------------------------
+
+
+class EpisodeCancelled(Exception):
+    """Raised by ``EpisodeControl.check`` at a safe point after a ``Cancel``."""
+
+
+class EpisodeControl:
+    """The running episode's link to the fleet: cancellation and the control messages."""
+
+    def __init__(self, episode_id: str, instruction_id: str) -> None:
+        self.episode_id = episode_id
+        self.instruction_id = instruction_id
+        self.reason = ""
+        self._cancelled = anyio.Event()
+        self.hard_scope: anyio.CancelScope | None = None
+        self.forced = False  # stopped hard after the grace period
+        self._closed = False
+        self._done = anyio.Event()
+        # Approve / Answer / Steer for this episode, in arrival order (a bounded buffer).
+        self._send: MemoryObjectSendStream[Msg]
+        self.inbox: MemoryObjectReceiveStream[Msg]
+        self._send, self.inbox = anyio.create_memory_object_stream[Msg](64)
+
+    @property
+    def cancelled(self) -> bool:
+        return self._cancelled.is_set()
+
+    def cancel(self, reason: str = "cancelled") -> None:
+        if not self.cancelled:
+            self.reason = reason or "cancelled"
+            self._cancelled.set()
+
+    async def wait_cancelled(self) -> None:
+        await self._cancelled.wait()
+
+    def check(self) -> None:
+        """A safe point: raise ``EpisodeCancelled`` when a Cancel has arrived."""
+        if self.cancelled:
+            raise EpisodeCancelled(self.reason)
+
+    def deliver(self, msg: Msg) -> bool:
+        try:
+            self._send.send_nowait(msg)
+            return True
+        except (anyio.WouldBlock, anyio.ClosedResourceError, anyio.BrokenResourceError):
+            return False
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    async def wait_closed(self) -> None:
+        await self._done.wait()
+
+    def close(self) -> None:
+        self._closed = True
+        self._done.set()
+        self._send.close()
+        self.inbox.close()
+
+
+@dataclass
+class DeviceHandle:
+    """One phone, for one generation of its group (it is rebuilt when the phone returns)."""
+
+    serial: str
+    host: str
+    generation: int
+    adb: adbutils.AdbClient
+    bus: Publisher
+    device: AdbDevice
+    state: dict[str, Any] = field(default_factory=dict)  # per-generation scratch space
+
+    def adb_device(self) -> adbutils.AdbDevice:
+        """The adbutils device, scoped to this serial (blocking: call it off the loop)."""
+        return self.adb.device(self.serial)
+
+    async def emit(self, msg: Msg, *, timeout_s: float = 15.0) -> None:
+        """Publish a step event on this phone's events topic (best effort, logged)."""
+        try:
+            with anyio.fail_after(timeout_s):
+                await self.bus.publish(topics.device_event(self.serial, msg), msg)
+        except Exception as exc:
+            log.warning("fleet_emit_failed", device=self.serial, kind=type(msg).__name__,
+                        error=f"{type(exc).__name__}: {exc}")
+
+
+RunEpisode = Callable[[DeviceHandle, Instruction, EpisodeControl], Awaitable[EpisodeFinished | None]]
+"""The per-phone work: run ``instruction`` on the phone; return the outcome (None = succeeded).
+
+Raise ``EpisodeCancelled`` (``control.check()``) at a safe point after a Cancel; any other
+exception fails the episode with its message (or ``device offline`` when adb lost the phone).
+The fleet publishes EpisodeStarted / EpisodeFinished and the status; the work publishes its
+step events (``handle.emit``).
+"""
+
+
+@dataclass
+class Job:
+    instr: Instruction
+    episode_id: str
+    fleet: bool  # came from the fleet-wide topic
+    queued_at: float
+
+
+@dataclass
+class DeviceSlot:
+    serial: str
+    online: bool = False
+    generation: int = 0
+    state: DeviceState | None = None
+    queue: deque[Job] = field(default_factory=deque)
+    current: tuple[Job, EpisodeControl] | None = None
+    scope: anyio.CancelScope | None = None
+    tg: TaskGroup | None = None
+    done: anyio.Event | None = None
+    episodes: int = 0
+
+
+@dataclass
+class FleetStats:
+    accepted: int = 0
+    duplicates: int = 0
+    rejected: int = 0
+    ignored: int = 0  # for phones this host does not have
+    finished: dict[str, int] = field(default_factory=dict)
+    group_starts: int = 0
+    group_crashes: int = 0
+
+
+def _adb_port(cfg: FleetConfig) -> int:
+    if cfg.adb_port:
+        return cfg.adb_port
+    raw = os.environ.get("ANDROID_ADB_SERVER_PORT", "5037")
+    try:
+        port = int(raw)
+    except ValueError:
+        raise ValueError(f"ANDROID_ADB_SERVER_PORT={raw!r} is not a port number") from None
+    if not 0 < port < 65536:
+        raise ValueError(f"ANDROID_ADB_SERVER_PORT={raw!r} is not a port number")
+    return port
+
+
+def _root_cause(exc: BaseException) -> BaseException:
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    return exc
+
+
+class _Tracker:
+    """adbutils' ``track_devices`` in a thread; ``stop`` shuts its socket to end it."""
+
+    def __init__(self, host: str, port: int) -> None:
+        import adbutils
+
+        conns: list[Any] = []
+
+        class TrackingClient(adbutils.AdbClient):
+            def make_connection(self, timeout: float | None = None) -> adbutils.AdbConnection:
+                conn = super().make_connection(timeout)
+                conns.append(conn)
+                return conn
+
+        self._conns = conns
+        self._client = TrackingClient(host=host, port=port, socket_timeout=None)
+        self._stopped = False
+
+    def run(self, emit: Callable[[str, str], None]) -> str:
+        """Blocking: call ``emit(serial, state)`` for every change; returns why it ended."""
+        try:
+            for ev in self._client.track_devices():
+                if self._stopped:
+                    return "stopped"
+                emit(ev.serial, ev.status if ev.present else "absent")
+        except Exception as exc:  # the adb server went away, or stop() shut the socket
+            return "stopped" if self._stopped else f"{type(exc).__name__}: {exc}"
+        return "ended"
+
+    def stop(self) -> None:
+        self._stopped = True
+        for conn in self._conns:
+            try:
+                conn.conn.shutdown(socket.SHUT_RDWR)
+            except Exception:
+                pass
+
+
+class FleetManager(Actor):
+    """Drives every phone of one host; its inbox is the devices' control topics.
+
+    Instructions arrive through ``submit`` (the host's ``InstructionGate`` calls it after
+    validating them); ``main`` runs discovery and the per-phone groups.
+    """
+
+    name = "fleet"
+
+    def __init__(
+        self,
+        bus: Publisher,
+        *,
+        run_episode: RunEpisode,
+        host: str,
+        config: FleetConfig | None = None,
+        max_instruction_chars: int = 2000,
+        adb_client: adbutils.AdbClient | None = None,
+    ) -> None:
+        super().__init__(bus)
+        self.run_episode = run_episode
+        self.host = topics.check_name(host, "host")
+        self.config = config or FleetConfig()
+        self.max_instruction_chars = max_instruction_chars
+        self.inbox = (topics.all_control_filter(),)
+        self.handler_timeout_s = 30.0
+        self.stats = FleetStats()
+        self._adb_port = _adb_port(self.config)
+        self._adb = adb_client
+        self._slots: dict[str, DeviceSlot] = {}
+        self._fleet_queue: deque[Job] = deque()
+        self._seen = SeenIds()
+        self._ready = anyio.Event()
+        self._work = anyio.Event()
+        self._tg: TaskGroup | None = None
+        self._host_devices: tuple[str, ...] | None = None
+        self._wanted = set(self.config.serials)
+
+    # ---- public view -----------------------------------------------------------------
+
+    @property
+    def ready(self) -> bool:
+        return self._ready.is_set()
+
+    def devices(self) -> dict[str, DeviceState | None]:
+        return {s: slot.state for s, slot in sorted(self._slots.items())}
+
+    def queued(self, serial: str | None = None) -> list[str]:
+        """Instruction ids waiting (on one phone, or fleet-wide when ``serial`` is None)."""
+        q = self._fleet_queue if serial is None else self._slots[serial].queue
+        return [j.instr.id for j in q]
+
+    def running(self, serial: str) -> str | None:
+        cur = self._slots[serial].current if serial in self._slots else None
+        return cur[0].instr.id if cur else None
+
+    def adb_client(self) -> adbutils.AdbClient:
+        if self._adb is None:
+            import adbutils  # late: ANDROID_ADB_SERVER_PORT must be set before the first use
+
+            self._adb = adbutils.AdbClient(host=self.config.adb_host, port=self._adb_port,
+                                           socket_timeout=self.config.adb_timeout_s)
+        return self._adb
+
+    # ---- instructions ----------------------------------------------------------------
+
+    async def submit(self, serial: str | None, instr: Instruction) -> None:
+        """Take an accepted instruction: for ``serial``, or fleet-wide when it is None."""
+        if not self._ready.is_set():
+            with anyio.move_on_after(self.config.startup_wait_s):
+                await self._ready.wait()
+        slot = self._slots.get(serial) if serial is not None else None
+        if serial is not None and slot is None:
+            # Device topics are subscribed with a wildcard: another host may own this phone.
+            self.stats.ignored += 1
+            log.info("fleet_instruction_not_ours", id=instr.id, device=serial)
+            return
+        problem = self._problem(instr)
+        if problem is not None:
+            await self._reject(serial, instr, problem)
+            return
+        if instr.id in self._seen:
+            self.stats.duplicates += 1
+            log.info("fleet_instruction_duplicate", id=instr.id, device=serial)
+            return
+        job = Job(instr, instr.episode_id or f"ep-{uuid.uuid4().hex[:12]}",
+                  fleet=serial is None, queued_at=anyio.current_time())
+        if slot is None:
+            if len(self._fleet_queue) >= self.config.max_fleet_queue and not self._free_slot():
+                await self._reject(None, instr, f"the fleet queue is full "
+                                                f"({self.config.max_fleet_queue} waiting)")
+                return
+            self._seen.first_time(instr.id)
+            self._fleet_queue.append(job)
+        else:
+            busy = slot.current is not None or not slot.online
+            if busy and len(slot.queue) >= self.config.max_queued_per_device:
+                await self._reject(serial, instr, f"device {serial} is busy and its queue is full "
+                                                  f"({self.config.max_queued_per_device} waiting)")
+                return
+            self._seen.first_time(instr.id)
+            slot.queue.append(job)
+        self.stats.accepted += 1
+        log.info("fleet_instruction_queued", id=instr.id, device=serial,
+                 fleet=serial is None, episode=job.episode_id)
+        self._notify()
+
+    def _problem(self, instr: Instruction) -> str | None:
+        if len(instr.text) > self.max_instruction_chars:
+            return (f"instruction text has {len(instr.text)} characters; "
+                    f"the limit is {self.max_instruction_chars}")
+        if not instr.text.strip():
+            return "instruction text is blank"
+        return None
+
+    def _free_slot(self) -> bool:
+        return any(s.online and s.current is None and not s.queue for s in self._slots.values())
+
+    async def _reject(self, serial: str | None, instr: Instruction, why: str) -> None:
+        self.stats.rejected += 1
+        log.warning("fleet_instruction_rejected", id=instr.id, device=serial, reason=why)
+        source = topics.device_instructions(serial) if serial else topics.fleet_instructions()
+        err = Error(topic=source, reason="instruction refused", detail=why,
+                    device=serial or "", correlation_id=instr.id, episode_id=instr.episode_id)
+        fin = EpisodeFinished(instruction_id=instr.id, status="failed", reason=f"rejected: {why}",
+                              device=serial or "", correlation_id=instr.id,
+                              episode_id=instr.episode_id)
+        await self._publish_event(serial, err)
+        await self._publish_event(serial, fin, terminal=True)
+
+    # ---- control -----------------------------------------------------------------------
+
+    async def handle(self, topic: str, msg: Message) -> None:
+        serial = topics.serial_of(topic)
+        slot = self._slots.get(serial) if serial else None
+        if slot is None:
+            return  # another host's phone
+        if isinstance(msg, Cancel):
+            await self._cancel(slot, msg)
+        elif isinstance(msg, Approve | Answer | Steer):
+            cur = slot.current
+            if cur is not None and self._matches(msg, cur[0]):
+                cur[1].deliver(msg)
+
+    @staticmethod
+    def _matches(msg: Msg, job: Job) -> bool:
+        if msg.correlation_id and msg.correlation_id != job.instr.id:
+            return False
+        return not (msg.episode_id and msg.episode_id != job.episode_id)
+
+    async def _cancel(self, slot: DeviceSlot, msg: Cancel) -> None:
+        reason = msg.reason or "cancelled"
+        cur = slot.current
+        if cur is not None and self._matches(msg, cur[0]):
+            job, control = cur
+            log.info("fleet_cancel_running", device=slot.serial, id=job.instr.id)
+            control.cancel(reason)
+            if slot.tg is not None:
+                slot.tg.start_soon(self._hard_stop_after_grace, control)
+            return
+        targeted = bool(msg.correlation_id or msg.episode_id)
+        if not targeted:
+            log.info("fleet_cancel_nothing_running", device=slot.serial)
+            return
+        for queue, serial in ((slot.queue, slot.serial), (self._fleet_queue, None)):
+            for job in list(queue):
+                if self._matches(msg, job):
+                    queue.remove(job)
+                    log.info("fleet_cancel_queued", device=serial, id=job.instr.id)
+                    fin = EpisodeFinished(
+                        instruction_id=job.instr.id, status="cancelled",
+                        reason=f"{reason} (while queued)", device=serial or "",
+                        episode_id=job.episode_id, correlation_id=job.instr.id)
+                    self._count(fin.status)
+                    await self._publish_event(serial, fin, terminal=True)
+                    return
+        log.info("fleet_cancel_unknown", device=slot.serial, id=msg.correlation_id,
+                 episode=msg.episode_id)
+
+    async def _hard_stop_after_grace(self, control: EpisodeControl) -> None:
+        with anyio.move_on_after(self.config.cancel_grace_s):
+            await control.wait_closed()
+            return  # the episode reached a safe point in time
+        if control.hard_scope is not None:
+            control.forced = True
+            log.warning("fleet_cancel_hard", episode=control.episode_id,
+                        grace_s=self.config.cancel_grace_s)
+            control.hard_scope.cancel()
+
+    # ---- the main loop: discovery and groups ----------------------------------------------
+
+    async def main(self) -> None:
+        for slot in self._slots.values():  # a restart of this actor: rediscover everything
+            slot.online, slot.scope, slot.tg, slot.done = False, None, None, None
+        try:
+            async with anyio.create_task_group() as tg:
+                self._tg = tg
+                await self._discover()
+        finally:
+            self._tg = None
+            with anyio.CancelScope(shield=True), anyio.move_on_after(10):
+                for slot in list(self._slots.values()):
+                    await self._set_status(slot, "offline", "host stopped")
+
+    async def _discover(self) -> None:
+        backoff = Backoff(0.5, 10.0)
+        send, recv = anyio.create_memory_object_stream[tuple[str, str]](256)
+        async with send, recv, anyio.create_task_group() as tg:
+            while True:
+                try:
+                    listing = await self._list_devices()
+                except Exception as exc:
+                    log.warning("fleet_adb_list_failed", error=f"{type(exc).__name__}: {exc}")
+                    listing = None
+                if listing is not None:
+                    await self._reconcile(listing)
+                    backoff.reset()
+                self._ready.set()  # no adb server yet: do not hold instructions for it
+                tracker = _Tracker(self.config.adb_host, self._adb_port)
+                ended = anyio.Event()
+                tg.start_soon(self._track, tracker, send, ended)
+                try:
+                    async with anyio.create_task_group() as inner:
+
+                        async def consume() -> None:
+                            async for serial, state in recv:
+                                await self._on_device(serial, state)
+
+                        inner.start_soon(consume)
+                        await ended.wait()
+                        inner.cancel_scope.cancel()
+                finally:
+                    tracker.stop()
+                delay = backoff.next_delay()
+                log.warning("fleet_tracker_restart", retry_in_s=round(delay, 2))
+                await anyio.sleep(delay)
+
+    async def _track(self, tracker: _Tracker, send: MemoryObjectSendStream[tuple[str, str]],
+                     ended: anyio.Event) -> None:
+        def emit(serial: str, state: str) -> None:
+            anyio.from_thread.run(send.send, (serial, state))
+
+        try:
+            why = await anyio.to_thread.run_sync(
+                tracker.run, emit, abandon_on_cancel=True, limiter=anyio.CapacityLimiter(1))
+            log.warning("fleet_tracker_ended", why=why)
+        finally:
+            tracker.stop()
+            ended.set()
+
+    async def _list_devices(self) -> dict[str, str]:
+        client = self.adb_client()
+        with anyio.fail_after(self.config.adb_timeout_s + 1):
+            infos = await anyio.to_thread.run_sync(client.list, abandon_on_cancel=True)
+        return {str(d.serial): str(d.state) for d in infos}
+
+    async def _reconcile(self, listing: dict[str, str]) -> None:
+        for serial, slot in list(self._slots.items()):
+            if serial not in listing and slot.state != "offline":
+                await self._on_device(serial, "absent")
+        for serial, state in listing.items():
+            await self._on_device(serial, state)
+
+    def _is_wanted(self, serial: str) -> bool:
+        if self._wanted and serial not in self._wanted:
+            return False
+        try:
+            topics.check_name(serial)
+        except topics.TopicError as exc:
+            log.warning("fleet_serial_unusable", serial=serial, error=str(exc))
+            return False
+        return True
+
+    async def _on_device(self, serial: str, state: str) -> None:
+        if not self._is_wanted(serial):
+            return
+        slot = self._slots.get(serial)
+        if slot is None:
+            if state != "device":
+                return  # never seen online: nothing to report yet
+            slot = self._slots[serial] = DeviceSlot(serial)
+        if state == "device":
+            await self._go_online(slot)
+        else:
+            detail = "unauthorized: accept the debugging prompt" if state == "unauthorized" else state
+            await self._go_offline(slot, detail)
+
+    async def _go_online(self, slot: DeviceSlot) -> None:
+        if slot.online or self._tg is None:
+            return
+        await self._wait_group_exit(slot)
+        slot.online = True
+        slot.generation += 1
+        self.stats.group_starts += 1
+        log.info("fleet_device_online", device=slot.serial, generation=slot.generation)
+        await self._tg.start(self._device_group, slot)
+        await self._publish_host_status()
+
+    async def _go_offline(self, slot: DeviceSlot, detail: str) -> None:
+        if not slot.online:
+            if slot.state != "offline":
+                await self._set_status(slot, "offline", detail)
+            return
+        slot.online = False
+        log.info("fleet_device_offline", device=slot.serial, detail=detail)
+        if slot.scope is not None:
+            slot.scope.cancel()
+        await self._wait_group_exit(slot)
+        await self._set_status(slot, "offline", detail)
+        await self._publish_host_status()
+
+    async def _wait_group_exit(self, slot: DeviceSlot) -> None:
+        if slot.done is not None:
+            with anyio.move_on_after(self.config.adb_timeout_s):
+                await slot.done.wait()
+
+    # ---- one phone's group ---------------------------------------------------------------
+
+    async def _device_group(self, slot: DeviceSlot, *, task_status: TaskStatus[None]) -> None:
+        done = slot.done = anyio.Event()
+        handle = DeviceHandle(
+            serial=slot.serial, host=self.host, generation=slot.generation,
+            adb=self.adb_client(), bus=self.bus,
+            device=AdbDevice(slot.serial, client=self.adb_client(),
+                             timeout_s=self.config.adb_timeout_s),
+        )
+        backoff = Backoff(0.5, 30.0)
+        try:
+            with anyio.CancelScope() as scope:
+                slot.scope = scope
+                task_status.started()
+                while True:
+                    started = anyio.current_time()
+                    try:
+                        async with anyio.create_task_group() as tg:
+                            slot.tg = tg
+                            await self._device_loop(slot, handle)
+                    except Exception as exc:  # a bug in the loop: restart this phone only
+                        cause = _root_cause(exc)
+                        self.stats.group_crashes += 1
+                        if anyio.current_time() - started > 30:
+                            backoff.reset()
+                        delay = backoff.next_delay()
+                        log.error("fleet_device_group_crashed", device=slot.serial,
+                                  error=f"{type(cause).__name__}: {cause}", retry_in_s=delay)
+                        await self.report(topics.device_status(slot.serial), None,
+                                          "device group crashed", f"{slot.serial}: {cause}")
+                        await anyio.sleep(delay)
+                    finally:
+                        slot.tg = None
+        finally:
+            slot.scope = None
+            done.set()
+
+    async def _device_loop(self, slot: DeviceSlot, handle: DeviceHandle) -> None:
+        await self._set_status(slot, "idle", f"generation {handle.generation}")
+        while True:
+            job = self._take(slot)
+            if job is None:
+                work = self._work
+                await work.wait()
+                continue
+            outcome = await self._run_job(slot, handle, job)
+            if outcome.reason == OFFLINE_REASON:
+                await self._await_device_back(slot)
+
+    def _take(self, slot: DeviceSlot) -> Job | None:
+        if slot.queue:
+            return slot.queue.popleft()
+        if self._fleet_queue:
+            return self._fleet_queue.popleft()
+        return None
+
+    def _notify(self) -> None:
+        self._work.set()
+        self._work = anyio.Event()
+
+    async def _await_device_back(self, slot: DeviceSlot) -> None:
+        """After a device-offline failure that adb has not reported yet: hold the queue."""
+        if await self._device_ok(slot.serial):
+            return
+        await self._set_status(slot, "offline", OFFLINE_REASON)
+        while True:
+            await anyio.sleep(self.config.offline_poll_s)
+            if await self._device_ok(slot.serial):
+                break
+        await self._set_status(slot, "idle", "back")
+
+    async def _device_ok(self, serial: str) -> bool:
+        """Listed as ``device`` by adb and answering a shell command: really there."""
+        try:
+            listing = await self._list_devices()
+            if listing.get(serial) != "device":
+                return False
+            dev = self.adb_client().device(serial)
+            with anyio.fail_after(5):
+                out = await anyio.to_thread.run_sync(
+                    lambda: dev.shell("echo ok", timeout=4), abandon_on_cancel=True)
+            return str(out).strip() == "ok"
+        except Exception:
+            return False
+
+    async def _run_job(self, slot: DeviceSlot, handle: DeviceHandle, job: Job) -> EpisodeFinished:
+        instr = job.instr
+        control = EpisodeControl(job.episode_id, instr.id)
+        slot.current = (job, control)
+        dev, ep, cid = slot.serial, job.episode_id, instr.id
+        finished: EpisodeFinished | None = None
+        announce = self.config.lifecycle_events == "fleet"
+        try:
+            if announce:
+                await self._set_status(slot, "busy", f"episode {job.episode_id}")
+                await self._publish_event(slot.serial, EpisodeStarted(
+                    instruction_id=instr.id, text=instr.text, task=instr.task,
+                    device=dev, episode_id=ep, correlation_id=cid))
+            else:
+                slot.state = "busy"
+            status, reason, steps = await self._execute(slot, handle, instr, control)
+            finished = EpisodeFinished(instruction_id=instr.id, status=status,
+                                       reason=reason[:2000], steps=steps,
+                                       device=dev, episode_id=ep, correlation_id=cid)
+            if not announce and not control.forced and reason != OFFLINE_REASON:
+                # The worker announced its own outcome and status.
+                self._count(finished.status)
+                slot.state = "idle"
+                return finished
+        finally:
+            slot.current = None
+            control.close()
+            slot.episodes += 1
+            if finished is None:
+                # Cancelled from outside: the phone dropped (its group was cancelled), or the
+                # host is stopping. Say so once, shielded, before the cancellation goes on.
+                why = OFFLINE_REASON if not slot.online else "host stopping"
+                finished = EpisodeFinished(instruction_id=instr.id, status="failed",
+                                           reason=why, device=dev, episode_id=ep,
+                                           correlation_id=cid)
+                limit = self.config.publish_timeout_s if why == OFFLINE_REASON else 5.0
+                with anyio.CancelScope(shield=True), anyio.move_on_after(limit):
+                    await self._finish(slot, finished, idle=False)
+        # Shielded: a phone dropping right now must not swallow this outcome.
+        with anyio.CancelScope(shield=True), anyio.move_on_after(self.config.publish_timeout_s):
+            await self._finish(slot, finished,
+                               idle=finished.reason != OFFLINE_REASON and slot.online)
+        return finished
+
+    async def _finish(self, slot: DeviceSlot, fin: EpisodeFinished, *, idle: bool) -> None:
+        self._count(fin.status)
+        log.info("fleet_episode_finished", device=slot.serial, id=fin.instruction_id,
+                 status=fin.status, reason=fin.reason[:200], steps=fin.steps)
+        await self._publish_event(slot.serial, fin, terminal=True)
+        if idle:
+            await self._set_status(slot, "idle", f"last episode {fin.episode_id}: {fin.status}")
+
+    def _count(self, status: str) -> None:
+        self.stats.finished[status] = self.stats.finished.get(status, 0) + 1
+
+    async def _execute(
+        self, slot: DeviceSlot, handle: DeviceHandle, instr: Instruction, control: EpisodeControl
+    ) -> tuple[EpisodeStatus, str, int]:
+        try:
+            with anyio.CancelScope() as hard:
+                control.hard_scope = hard
+                with anyio.fail_after(self.config.episode_timeout_s):
+                    result = await self.run_episode(handle, instr, control)
+            if hard.cancelled_caught:
+                return "cancelled", f"{control.reason} (stopped after "\
+                                    f"{self.config.cancel_grace_s:g}s grace)", 0
+        except TimeoutError:
+            return "failed", f"episode timed out after {self.config.episode_timeout_s:g}s", 0
+        except anyio.get_cancelled_exc_class():
+            raise
+        except Exception as exc:
+            cause = _root_cause(exc)
+            if isinstance(cause, EpisodeCancelled):
+                return "cancelled", control.reason or str(cause) or "cancelled", 0
+            if isinstance(cause, TimeoutError):
+                return "failed", f"episode timed out after {self.config.episode_timeout_s:g}s", 0
+            if not await self._device_ok(slot.serial):
+                log.warning("fleet_episode_device_lost", device=slot.serial, error=str(cause))
+                return "failed", OFFLINE_REASON, 0
+            log.warning("fleet_episode_failed", device=slot.serial,
+                        error=f"{type(cause).__name__}: {cause}")
+            return "failed", f"{type(cause).__name__}: {cause}", 0
+        if result is None:
+            return ("cancelled", control.reason, 0) if control.cancelled else ("succeeded", "", 0)
+        if result.status == "failed" and not await self._device_ok(slot.serial):
+            return "failed", OFFLINE_REASON, result.steps  # the worker saw an adb error
+        return result.status, result.reason, result.steps
+
+    # ---- publishing -----------------------------------------------------------------------
+
+    async def _set_status(self, slot: DeviceSlot, state: DeviceState, detail: str = "") -> None:
+        slot.state = state
+        msg = DeviceStatus(state=state, host=self.host, detail=detail[:500], device=slot.serial,
+                           episode_id=slot.current[0].episode_id if slot.current else "")
+        await self._publish(topics.device_status(slot.serial), msg, retain=True, terminal=True)
+
+    async def _publish_host_status(self) -> None:
+        online = tuple(s for s, slot in sorted(self._slots.items()) if slot.online)
+        if online == self._host_devices:
+            return
+        self._host_devices = online
+        msg = HostStatus(host=self.host, state="online", devices=list(online), version=VERSION)
+        await self._publish(topics.host_status(self.host), msg, retain=True, terminal=True)
+
+    async def _publish_event(self, serial: str | None, msg: Msg, *, terminal: bool = False) -> None:
+        topic = topics.device_event(serial, msg) if serial else topics.host_event(self.host, msg)
+        await self._publish(topic, msg, terminal=terminal)
+
+    async def _publish(self, topic: str, msg: Msg, *, retain: bool = False,
+                       terminal: bool = False) -> None:
+        """Publish; terminal messages (outcomes, status) retry through a broker outage."""
+        deadline = anyio.current_time() + (self.config.publish_timeout_s if terminal else 15.0)
+        while True:
+            try:
+                with anyio.fail_after(max(0.1, deadline - anyio.current_time())):
+                    await self.bus.publish(topic, msg, retain=retain)
+                return
+            except anyio.get_cancelled_exc_class():
+                raise
+            except Exception as exc:
+                if anyio.current_time() >= deadline:
+                    log.error("fleet_publish_failed", topic=topic, kind=type(msg).__name__,
+                              error=f"{type(exc).__name__}: {exc}")
+                    return
+                await anyio.sleep(0.2)
+
+
+# ---- wiring -------------------------------------------------------------------------------
+
+
+async def run_fleet(
+    bus: BusLike, fleet: FleetManager, *, extra_actors: Sequence[Actor] = ()
+) -> None:
+    """Run ``fleet`` on a connected bus with its own instruction gate, until cancelled."""
+    gate = InstructionGate(bus, max_chars=fleet.max_instruction_chars,
+                           on_instruction=fleet.submit, host=fleet.host)
+    await run_actors(bus, [gate, fleet, *extra_actors])
+
+
+async def serve_fleet(
+    cfg: RuntimeConfig,
+    run_episode: RunEpisode,
+    *,
+    fleet_config: FleetConfig | None = None,
+    task_status: TaskStatus[str] = anyio.TASK_STATUS_IGNORED,
+) -> None:
+    """``mobagent serve`` with a fleet: the host runtime, whose instructions go to the phones.
+
+    Call it from the serve command with the agent's ``run_episode``; it returns when
+    cancelled. On a 3.1.1 broker (the embedded one) fleet-wide instructions are dispatched
+    locally, which is right for a single host only.
+    """
+    holder: list[FleetManager] = []
+
+    async def on_instruction(serial: str | None, instr: Instruction) -> None:
+        await holder[0].submit(serial, instr)
+
+    def actors(bus: Any) -> list[Actor]:
+        fleet = FleetManager(bus, run_episode=run_episode, host=host_name(cfg),
+                             config=fleet_config, max_instruction_chars=cfg.limits.max_instruction_chars)
+        holder.append(fleet)
+        if getattr(bus, "protocol", None) != "5":
+            log.warning("fleet_local_dispatch", protocol=getattr(bus, "protocol", None),
+                        hint="MQTT 3.1.1 has no shared subscriptions: run one host per broker")
+        return [fleet]
+
+    await HostRuntime(cfg, on_instruction=on_instruction, actors=actors).run(task_status=task_status)

@@ -1,0 +1,237 @@
+"""Episodes with the LLM policy: the real openai client against the loopback server, a real
+SimPhone through the real adb server, real OCR, a real mosquitto broker."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from actors.perception import PerceptionActor
+from actors.planner import LLMPolicy
+from runtime.device import AdbDevice
+from runtime.messages import (
+    ActionDone,
+    Ambiguous,
+    EpisodeFinished,
+    EpisodeStarted,
+    Error,
+    Frame,
+    Grounded,
+    GroundRequest,
+    LlmUsage,
+    NotFound,
+    Plan,
+    Reflection,
+    StepTiming,
+)
+from runtime.operations import ClickText, OpenApp
+from sim.eval.tasks import get_task
+from sim.phone.system import SystemSettings
+from tests.agent.conftest import SECRET, SimDevice, fast_settings, llm_client, run_episode
+from tests.fixtures.mosquitto import MosquittoBroker
+from tests.fixtures.openai_server import Behaviour, OpenAIServer, planner_reply
+
+pytestmark = [pytest.mark.anyio, pytest.mark.needs_adb, pytest.mark.needs_mosquitto]
+
+DARK_MODE = [
+    planner_reply("Open app (Settings)"),
+    planner_reply("Click text (Display)"),
+    planner_reply("Click text (Dark mode)"),
+    planner_reply("Stop"),
+]
+YES = "Complete: yes\nReason: dark mode is on."
+
+
+def _dark(sim: SimDevice) -> bool:
+    return bool(sim.phone.state_as("com.android.settings", SystemSettings).dark_mode)
+
+
+async def test_normal_episode_reaches_success(
+    sim_device: SimDevice, mosquitto: MosquittoBroker, openai_server: OpenAIServer,
+    shared_perception: PerceptionActor,
+) -> None:
+    task = get_task("settings-1")(0)
+    task.setup(sim_device.phone)
+    assert not task.is_successful(sim_device.phone)
+    openai_server.script(*DARK_MODE, YES)
+    async with llm_client(openai_server) as llm:
+        run = await run_episode(mosquitto, AdbDevice(sim_device.serial), LLMPolicy(llm),
+                                fast_settings(), shared_perception, task.instruction)
+    assert run.outcome is not None and run.outcome.status == "succeeded", run.outcome
+    assert task.is_successful(sim_device.phone)
+    assert run.outcome.operations == (OpenApp("Settings"), ClickText("Display"),
+                                      ClickText("Dark mode"))
+    # every step's messages went out as events, stamped with device, episode and step
+    for cls in (EpisodeStarted, Frame, Plan, GroundRequest, Grounded, ActionDone, Reflection,
+                StepTiming, LlmUsage, EpisodeFinished):
+        assert run.of(cls), f"no {cls.__name__} event"
+    ep = run.outcome.episode_id
+    for topic, msg in run.events:
+        if isinstance(msg, Frame | Plan | ActionDone | Reflection | StepTiming | LlmUsage):
+            assert msg.device == sim_device.serial and msg.episode_id == ep and msg.step >= 1
+            assert topic.endswith("/events/" + topic.rsplit("/", 1)[1])
+    assert [p.step for p in run.of(Plan)] == [1, 2, 3, 4]
+    assert {u.purpose for u in run.of(LlmUsage)} == {"plan", "reflect"}
+    assert [r.verdict for r in run.of(Reflection)][-1] == "complete"
+    assert all(f.format == "jpeg" and f.data[:2] == b"\xff\xd8" for f in run.of(Frame))
+    # the planner saw the screenshot; the key never reached an event
+    assert openai_server.requests[0].images()
+    assert all(SECRET not in repr(m) for _, m in run.events)
+
+
+async def test_malformed_replies_are_reasked_and_never_executed(
+    sim_device: SimDevice, mosquitto: MosquittoBroker, openai_server: OpenAIServer,
+    shared_perception: PerceptionActor,
+) -> None:
+    sim_device.phone.key(3)
+    openai_server.script(
+        # step 1: two unusable replies, then a good one (max_reasks=2)
+        "I think I should open settings.",
+        planner_reply("Click text (Display) now please"),
+        planner_reply("Open app (Settings)"),
+        # step 2: out of format three times: nothing may run
+        "Action: Stop the world",
+        "Observation: x\nThought: y\nAction: Tap (Display)",
+        "Observation: x\nThought: y\nAction: Click text (Display",
+        # step 3: give up cleanly
+        planner_reply("Stop"),
+        YES,
+    )
+    async with llm_client(openai_server) as llm:
+        run = await run_episode(mosquitto, AdbDevice(sim_device.serial), LLMPolicy(llm),
+                                fast_settings(), shared_perception, "Open the settings.")
+    assert run.outcome is not None and run.outcome.status == "succeeded"
+    assert run.outcome.operations == (OpenApp("Settings"),)
+    assert [a.operation for a in run.of(ActionDone)] == [OpenApp("Settings")]
+    plans = run.of(Plan)
+    assert plans[0].operation == OpenApp("Settings")
+    assert plans[1].operation is None and plans[1].parse_error
+    assert sim_device.phone.current_screen().startswith("com.android.settings/")
+    # the re-ask carried the parse error back to the model
+    reask = openai_server.requests[1].texts()
+    assert any("could not be used" in t for t in reask)
+    # the unusable step's feedback reached the next prompt
+    assert any("could not be used" in t for t in openai_server.requests[6].texts())
+    assert sum(1 for u in run.of(LlmUsage) if u.purpose == "plan") == 7
+
+
+async def test_429_and_500_then_success(
+    sim_device: SimDevice, mosquitto: MosquittoBroker, openai_server: OpenAIServer,
+    shared_perception: PerceptionActor,
+) -> None:
+    sim_device.phone.key(3)
+    openai_server.script(
+        Behaviour.error(429, headers={"retry-after": "0"}), Behaviour.error(500),
+        planner_reply("Open app (Settings)"),
+        Behaviour.error(503), planner_reply("Stop"), YES,
+    )
+    async with llm_client(openai_server) as llm:
+        run = await run_episode(mosquitto, AdbDevice(sim_device.serial), LLMPolicy(llm),
+                                fast_settings(), shared_perception, "Open the settings.")
+    assert run.outcome is not None and run.outcome.status == "succeeded"
+    assert run.outcome.operations == (OpenApp("Settings"),)
+    assert len(openai_server.requests) == 6
+    assert openai_server.pending == 0
+
+
+async def test_llm_hang_past_timeout_fails_the_episode_cleanly(
+    sim_device: SimDevice, mosquitto: MosquittoBroker, openai_server: OpenAIServer,
+    shared_perception: PerceptionActor,
+) -> None:
+    openai_server.script(Behaviour(hang=True))
+    t0 = time.monotonic()
+    async with llm_client(openai_server, timeout_s=1.0, max_retries=0) as llm:
+        run = await run_episode(mosquitto, AdbDevice(sim_device.serial), LLMPolicy(llm),
+                                fast_settings(), shared_perception, "Open the settings.")
+    assert time.monotonic() - t0 < 30
+    assert run.outcome is not None and run.outcome.status == "failed"
+    assert "Timeout" in run.outcome.reason or "timed out" in run.outcome.reason
+    assert not run.of(ActionDone)
+    assert any(e.reason == "episode failed" for e in run.of(Error))
+    fin = run.of(EpisodeFinished)
+    assert len(fin) == 1 and fin[0].status == "failed"
+
+
+async def test_not_complete_continues_with_the_reason(
+    sim_device: SimDevice, mosquitto: MosquittoBroker, openai_server: OpenAIServer,
+    shared_perception: PerceptionActor,
+) -> None:
+    task = get_task("settings-1")(0)
+    task.setup(sim_device.phone)
+    reason = "the Display page is open but dark mode is still off"
+    openai_server.script(
+        planner_reply("Open app (Settings)"),
+        planner_reply("Click text (Display)"),
+        planner_reply("Stop"),
+        f"Complete: no\nReason: {reason}",
+        planner_reply("Click text (Dark mode)"),
+        planner_reply("Stop"),
+        YES,
+    )
+    async with llm_client(openai_server) as llm:
+        run = await run_episode(mosquitto, AdbDevice(sim_device.serial), LLMPolicy(llm),
+                                fast_settings(), shared_perception, task.instruction)
+    assert run.outcome is not None and run.outcome.status == "succeeded"
+    assert task.is_successful(sim_device.phone)
+    verdicts = [r.verdict for r in run.of(Reflection)]
+    assert "incomplete" in verdicts and verdicts[-1] == "complete"
+    # the reason reached the very next planner prompt
+    nxt = openai_server.requests[4]
+    assert nxt.model == "plan-m"
+    assert any(reason in t for t in nxt.texts())
+
+
+async def test_loop_guard_fires(
+    sim_device: SimDevice, mosquitto: MosquittoBroker, openai_server: OpenAIServer,
+    shared_perception: PerceptionActor,
+) -> None:
+    sim_device.phone.open("com.android.settings")
+    sim_device.phone.settle()
+    sim_device.phone.faults.frozen = True  # taps do nothing: the same frame every step
+    openai_server.script(*[planner_reply("Click text (Display)")] * 5)
+    async with llm_client(openai_server) as llm:
+        run = await run_episode(mosquitto, AdbDevice(sim_device.serial), LLMPolicy(llm),
+                                fast_settings(loop_guard=3), shared_perception, "Open display.")
+    sim_device.phone.faults.frozen = False
+    assert run.outcome is not None and run.outcome.status == "failed"
+    assert "loop" in run.outcome.reason
+    verdicts = [r.verdict for r in run.of(Reflection)]
+    assert verdicts[:2] == ["unchanged", "unchanged"]
+    assert "loop" in verdicts[2:]
+    assert len(run.of(ActionDone)) == 2  # the repeats after the guard fired were not executed
+    assert any("chosen 3 times" in t for t in openai_server.requests[3].texts())
+
+
+async def test_not_found_is_feedback_and_ambiguous_is_one_chooser_call(
+    sim_device: SimDevice, mosquitto: MosquittoBroker, openai_server: OpenAIServer,
+    shared_perception: PerceptionActor,
+) -> None:
+    phone = sim_device.phone
+    phone.open("com.mobagent.notes", "edit")
+    phone.settle()
+    openai_server.script(
+        planner_reply("Click text (Frobnicate widget)"),  # nothing like it on screen
+        planner_reply("Click text (Note)"),  # the field's label and its hint: two places
+        "Box: 1",
+        planner_reply("Stop"),
+        YES,
+    )
+    async with llm_client(openai_server) as llm:
+        run = await run_episode(mosquitto, AdbDevice(sim_device.serial), LLMPolicy(llm),
+                                fast_settings(), shared_perception, "Write a note.")
+    assert run.outcome is not None and run.outcome.status == "succeeded"
+    nf = run.of(NotFound)
+    assert nf and nf[0].step == 1 and nf[0].query == "Frobnicate widget"
+    done = run.of(ActionDone)
+    assert not done[0].ok and done[0].step == 1  # nothing was tapped for it
+    # the miss and what the screen does say reached the next prompt
+    second = openai_server.requests[1].texts()
+    assert any("Frobnicate widget" in t and "found" in t for t in second)
+    amb = run.of(Ambiguous)
+    assert amb and amb[0].step == 2 and len(amb[0].candidates) >= 2 and amb[0].marked_image
+    chooser = openai_server.requests[2]
+    assert chooser.model == "choose-m" and chooser.images()
+    chosen = [g for g in run.of(Grounded) if g.source == "chooser"]
+    assert chosen and (chosen[0].x, chosen[0].y) == amb[0].candidates[0].box.center
+    assert any(u.purpose == "choose" for u in run.of(LlmUsage))

@@ -1,0 +1,148 @@
+"""OCR with the real rapidocr models: real screenshots, drawn screens, char boxes, the caches."""
+
+from __future__ import annotations
+
+import anyio
+import cv2
+import numpy as np
+import pytest
+
+from models.grounding import normalize
+from models.ocr import (
+    ImageError,
+    Ocr,
+    OcrCache,
+    OcrError,
+    OcrResult,
+    OcrSettings,
+    pick_providers,
+    to_bgr,
+)
+from tests.fixtures.data import RicoDev
+from tests.models.conftest import Screen, inside
+
+
+def test_known_strings_on_rico_screens_lie_inside_their_boxes(
+        rico_dev: RicoDev, rico_ocr: dict[str, OcrResult]) -> None:
+    """Every ground-truth text that OCR reads exactly must be read inside its view's box."""
+    found = inside_box = total = 0
+    for screen in rico_dev.screens:
+        lines = rico_ocr[screen.screen_id].lines
+        for t in screen.text_targets:
+            total += 1
+            want = normalize(t["text"])[0]
+            hits = [ln for ln in lines if normalize(ln.text)[0] == want]
+            if not hits:
+                continue
+            found += 1
+            if any(inside(ln.center, tuple(t["bbox"]), slack=4) for ln in hits):
+                inside_box += 1
+    print(f"\nOCR read {found}/{total} target texts exactly; {inside_box} inside their boxes")
+    assert found >= 0.6 * total
+    assert inside_box >= 0.95 * found
+
+
+def test_lines_have_boxes_scores_and_char_boxes(rico_ocr: dict[str, OcrResult]) -> None:
+    result = next(iter(rico_ocr.values()))
+    assert result.lines and result.width > 0 and result.height > 0
+    for ln in result.lines:
+        x1, y1, x2, y2 = ln.box
+        assert 0 <= x1 < x2 <= result.width and 0 <= y1 < y2 <= result.height
+        assert 0.5 <= ln.score <= 1.0 and len(ln.quad) == 4
+        if ln.char_boxes:
+            assert len(ln.char_boxes) == len(ln.text)
+            xs = [c[0] for c in ln.char_boxes]
+            assert xs == sorted(xs)
+            assert all(x1 - 2 <= c[0] and c[2] <= x2 + 2 for c in ln.char_boxes)
+
+
+def test_char_boxes_locate_words_on_a_drawn_line(ocr_engine: Ocr) -> None:
+    s = Screen(1080, 400)
+    text = "Wireless and network settings"
+    s.text((40, 150), text, size=56)
+    result = ocr_engine.run(s.image)
+    line = next(ln for ln in result.lines if "network" in ln.text.lower())
+    start = line.text.lower().index("network")
+    sub = line.span_box(start, start + len("network"))
+    truth = s.word_box((40, 150), text, "network", size=56)
+    centre = ((sub[0] + sub[2]) / 2, (sub[1] + sub[3]) / 2)
+    assert inside(centre, truth, slack=10)
+    assert sub[2] - sub[0] < 0.5 * (line.box[2] - line.box[0])
+
+
+def test_skipping_the_status_bar(ocr_engine: Ocr) -> None:
+    s = Screen()
+    s.text((40, 12), "12:30", size=40)
+    s.text((40, 400), "Contacts", size=56)
+    full = ocr_engine.run(s.image)
+    skipping = Ocr(OcrSettings(skip_top_frac=0.04))
+    part = skipping.run(s.image)
+    assert any("12" in ln.text for ln in full.lines)
+    assert not any("12" in ln.text for ln in part.lines)
+    contacts = next(ln for ln in part.lines if ln.text == "Contacts")
+    assert inside(contacts.center, s.boxes["Contacts"][0])  # boxes stay in frame coordinates
+
+
+def test_incremental_ocr_rereads_only_the_changed_band(ocr_engine: Ocr) -> None:
+    def frame(third: str) -> np.ndarray:
+        s = Screen()
+        s.text((60, 200), "Messages", size=56)
+        s.text((60, 700), "Calendar", size=56)
+        s.text((60, 1200), third, size=56)
+        return s.array()
+
+    cache = OcrCache(ocr_engine)
+    first = cache.run(frame("Camera"), device="phone-1")
+    assert cache.last_changed_frac == 1.0
+    assert cache.run(frame("Camera"), device="phone-1") is first  # unchanged: no OCR at all
+    second = cache.run(frame("Gallery"), device="phone-1")
+    assert 0 < cache.last_changed_frac < 0.2
+    assert sorted(second.texts) == sorted(ocr_engine.run(frame("Gallery")).texts)
+    assert "Gallery" in second.texts and "Camera" not in second.texts
+    # a scrolled screen: every text row moved; the bands re-read still give the full result
+    shifted = np.roll(frame("Gallery"), 300, axis=0)
+    scrolled = cache.run(shifted, device="phone-1")
+    assert cache.last_changed_frac > 0.2
+    assert sorted(scrolled.texts) == sorted(ocr_engine.run(shifted).texts)
+    # devices do not share history
+    other = cache.run(frame("Gallery"), device="phone-2")
+    assert cache.last_changed_frac == 1.0 and sorted(other.texts) == sorted(second.texts)
+
+
+@pytest.mark.anyio
+async def test_async_ocr_runs_in_a_worker_thread(ocr_engine: Ocr) -> None:
+    s = Screen(1080, 400)
+    s.text((40, 150), "Downloads", size=56)
+    async with anyio.create_task_group() as tg:
+        results: list[OcrResult] = []
+
+        async def one() -> None:
+            results.append(await ocr_engine.arun(s.image, timeout_s=60))
+
+        for _ in range(2):
+            tg.start_soon(one)
+    assert [r.texts for r in results] == [["Downloads"], ["Downloads"]]
+
+
+def test_inputs_and_errors(ocr_engine: Ocr) -> None:
+    rgb = np.zeros((40, 60, 3), dtype=np.uint8)
+    rgb[..., 0] = 255  # red in RGB
+    assert to_bgr(rgb)[0, 0].tolist() == [0, 0, 255]
+    assert to_bgr(np.zeros((40, 60), dtype=np.uint8)).shape == (40, 60, 3)
+    assert to_bgr(np.zeros((40, 60, 4), dtype=np.uint8)).shape == (40, 60, 3)
+    ok, png = cv2.imencode(".png", np.full((40, 60, 3), 255, dtype=np.uint8))
+    assert ok and to_bgr(png.tobytes()).shape == (40, 60, 3)
+    for bad in (b"", b"junk", np.zeros((0, 5, 3), dtype=np.uint8), np.zeros((5, 5, 7)), 3.0):
+        with pytest.raises(ImageError):
+            to_bgr(bad)  # type: ignore[arg-type]
+    assert ocr_engine.run(np.zeros((4, 4, 3), dtype=np.uint8)).lines == ()
+    assert ocr_engine.run(np.full((300, 300, 3), 255, dtype=np.uint8)).lines == ()
+    with pytest.raises(ValueError):
+        Ocr(OcrSettings(det_side=10))
+
+
+def test_providers() -> None:
+    assert pick_providers()[-1] == "CPUExecutionProvider"
+    assert pick_providers(("CPUExecutionProvider",)) == ["CPUExecutionProvider"]
+    with pytest.raises(OcrError):
+        pick_providers(("NoSuchExecutionProvider",))
