@@ -141,11 +141,10 @@ def agent_worker(llm: Any, perception: Any, stats: RunStats, llm_delay: float, s
     """``run_episode`` running the agent's DeviceAgent (actors/) on one phone."""
     from actors.config import AgentSettings
     from actors.episode import DeviceAgent
+    from actors.fleet_worker import agent_worker as fleet_worker
     from actors.planner import LLMPolicy
-    from runtime import topics
     from runtime.device import AdbDevice
-    from runtime.fleet import DeviceHandle, EpisodeControl
-    from runtime.messages import Cancel, EpisodeFinished, Instruction
+    from runtime.fleet import DeviceHandle
 
     # No OCR (the scripted actions need no grounding; OCR would measure rapidocr, not the
     # fleet), no completion check, no settle sleep, and guards that a scripted back-and-forth
@@ -155,32 +154,17 @@ def agent_worker(llm: Any, perception: Any, stats: RunStats, llm_delay: float, s
                              revisit_guard=1000)
     acc: dict[str, float] = {}
 
-    async def run_episode(handle: DeviceHandle, instr: Instruction,
-                          control: EpisodeControl) -> EpisodeFinished:
-        agent = handle.state.get("agent")
-        if agent is None:
-            agent = handle.state["agent"] = DeviceAgent(
-                TimingBus(handle.bus, acc, stats, llm_delay),
-                # PNG: the raw path's 10 MB frames are slower over the simulated transport,
-                # and "auto" would time both on the first step.
-                TimedDevice(AdbDevice(handle.serial, client=handle.adb, capture="png",
-                                      timeout_s=30.0), acc),
-                settings=settings, perception=perception,
-                policy_for=lambda _i: LLMPolicy(llm), host=handle.host)
-        async with anyio.create_task_group() as tg:
+    def make_agent(handle: DeviceHandle) -> DeviceAgent:
+        return DeviceAgent(
+            TimingBus(handle.bus, acc, stats, llm_delay),
+            # PNG: the raw path's 10 MB frames are slower over the simulated transport,
+            # and "auto" would time both on the first step.
+            TimedDevice(AdbDevice(handle.serial, client=handle.adb, capture="png",
+                                  timeout_s=30.0), acc),
+            settings=settings, perception=perception,
+            policy_for=lambda _i: LLMPolicy(llm), host=handle.host)
 
-            async def forward_cancel() -> None:
-                await control.wait_cancelled()
-                await agent.handle(topics.device_control(handle.serial),
-                                   Cancel(reason=control.reason))
-
-            tg.start_soon(forward_cancel)
-            outcome = await agent.run_episode(instr)
-            tg.cancel_scope.cancel()
-        return EpisodeFinished(instruction_id=instr.id, status=outcome.status,
-                               reason=outcome.reason, steps=outcome.steps)
-
-    return run_episode
+    return fleet_worker(make_agent)
 
 
 def sim_cpu(procs: list[subprocess.Popen[str]]) -> float:

@@ -16,13 +16,14 @@ import pytest
 
 from actors.config import AgentSettings
 from actors.episode import DeviceAgent
+from actors.fleet_worker import RunEpisode
+from actors.fleet_worker import agent_worker as fleet_worker
 from actors.perception import PerceptionActor
 from actors.planner import LLMPolicy
 from models.llm import LLMClient, LLMSettings, RoleModels
-from runtime import topics
 from runtime.bus import parse_broker_url
-from runtime.fleet import DeviceHandle, EpisodeControl, FleetConfig
-from runtime.messages import Cancel, EpisodeFinished, Instruction
+from runtime.fleet import FleetConfig
+from runtime.messages import Instruction
 from sim.fleet import SimFleet
 from tests.fixtures.mosquitto import MosquittoBroker
 from tests.fixtures.openai_server import Behaviour, OpenAIServer, RecordedRequest, planner_reply
@@ -32,29 +33,10 @@ pytestmark = pytest.mark.anyio
 
 
 def agent_worker(llm: LLMClient, perception: PerceptionActor, settings: AgentSettings
-                 ) -> Callable[[DeviceHandle, Instruction, EpisodeControl], object]:
-    async def run_episode(handle: DeviceHandle, instr: Instruction,
-                          control: EpisodeControl) -> EpisodeFinished:
-        agent = handle.state.get("agent")
-        if agent is None:
-            agent = handle.state["agent"] = DeviceAgent(
-                handle.bus, handle.device, settings=settings, perception=perception,
-                policy_for=lambda _i: LLMPolicy(llm), host=handle.host)
-        assert isinstance(agent, DeviceAgent)
-        async with anyio.create_task_group() as tg:
-
-            async def forward_cancel() -> None:
-                await control.wait_cancelled()
-                await agent.handle(topics.device_control(handle.serial),
-                                   Cancel(reason=control.reason))
-
-            tg.start_soon(forward_cancel)
-            outcome = await agent.run_episode(instr)
-            tg.cancel_scope.cancel()
-        return EpisodeFinished(instruction_id=instr.id, status=outcome.status,
-                               reason=outcome.reason, steps=outcome.steps)
-
-    return run_episode
+                 ) -> RunEpisode:
+    return fleet_worker(lambda handle: DeviceAgent(
+        handle.bus, handle.device, settings=settings, perception=perception,
+        policy_for=lambda _i: LLMPolicy(llm), host=handle.host))
 
 
 async def test_fleet_runs_the_real_agent_loop_on_two_phones(
