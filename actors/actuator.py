@@ -5,6 +5,12 @@ home, reads the launcher labels by OCR and taps the icon above the matching labe
 through launcher pages. ``Page up/down`` and ``Swipe`` are swipes in the middle of the
 screen, ``Back`` and ``Exit`` key events. Sensitive operations are recognised here
 (``is_sensitive``); the approval wait itself is the episode's, which owns the control inbox.
+
+``ActuatorActor`` is one device's engine; ``ActuatorService`` is the host-level actor on
+the bus: it answers each ``ActRequest`` (``devices/{serial}/requests/act_request``) with an
+``ActionDone`` carrying the request id (``ok=False`` with the reason when the operation could
+not be done). Its launcher fallback reads the screen through the host's capture engine and
+perception engine in-process: those frames are the actuator's own, not step frames.
 """
 
 from __future__ import annotations
@@ -14,10 +20,14 @@ import time
 import unicodedata
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import anyio
 
+from actors.rpc import DeviceEntry, DeviceRegistry, ServiceActor
+from runtime.actor import Publisher
 from runtime.device import KEY_BACK, KEY_HOME, Device, DeviceError
+from runtime.messages import ActionDone, ActRequest, Message, Msg
 from runtime.operations import (
     Back,
     ClickIcon,
@@ -33,6 +43,9 @@ from runtime.operations import (
     Wait,
     format_operation,
 )
+
+if TYPE_CHECKING:
+    from actors.perception import PerceptionActor
 
 # (text, box) pairs read on the current screen; the launcher fallback needs them.
 ReadScreen = Callable[[], Awaitable[list[tuple[str, tuple[int, int, int, int]]]]]
@@ -174,3 +187,40 @@ class ActuatorActor:
             await anyio.sleep(0.3)
         raise ActionFailed(
             f"no app labelled {name!r} on {self.launcher_pages} launcher pages")
+
+
+class ActuatorService(ServiceActor):
+    """Host-level: answers ``ActRequest`` with ``ActionDone`` from the device's engine."""
+
+    name = "actuator"
+    kinds = (ActRequest,)
+    serve_timeout_s = 90.0
+
+    def __init__(self, bus: Publisher, registry: DeviceRegistry, perception: PerceptionActor,
+                 *, concurrency: int | None = None) -> None:
+        super().__init__(bus, registry, concurrency=concurrency)
+        self.perception = perception
+
+    async def serve(self, entry: DeviceEntry, req: Message) -> Msg:
+        assert isinstance(req, ActRequest)
+        op = req.operation
+        point = (req.x, req.y) if req.x is not None and req.y is not None else None
+
+        async def read_screen() -> list[tuple[str, tuple[int, int, int, int]]]:
+            cap = await entry.capture.capture(episode_id=req.episode_id, step=req.step)
+            res = await self.perception.perception.aread_text(
+                cap.rgb, frame_id=cap.frame.sha256, timeout_s=self.perception.timeout_s)
+            return [(ln.text, (int(ln.box[0]), int(ln.box[1]), int(ln.box[2]), int(ln.box[3])))
+                    for ln in res.lines]
+
+        t0 = time.perf_counter()
+        try:
+            res = await entry.actuator.perform(op, point=point, size=(req.width, req.height),
+                                               read_screen=read_screen)
+        except (ActionFailed, DeviceError) as exc:
+            return ActionDone(operation=op, ok=False, detail=str(exc)[:2000],
+                              duration_s=time.perf_counter() - t0,
+                              x=point[0] if point else None, y=point[1] if point else None)
+        x, y = (res.x, res.y) if res.x is not None and res.y is not None else (point or (None, None))
+        return ActionDone(operation=op, ok=True, detail=res.detail[:2000],
+                          duration_s=time.perf_counter() - t0, x=x, y=y)

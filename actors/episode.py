@@ -1,34 +1,45 @@
-"""One device's actor group and the step loop (Mobile-Agent's loop, as events on the bus).
+"""One device's agent (the planner) and its step loop: Mobile-Agent's loop, as messages.
 
-``DeviceAgent`` is the actor on the bus for one phone. Its inbox is the device's control
+``DeviceAgent`` is the planner actor for one phone. Its inbox is the device's control
 topic (Cancel, Approve, Answer, Steer); instructions reach it through ``submit`` (the
-host's instruction gate calls it), and it runs one episode at a time. Each step:
+host's instruction gate calls it) or ``run_episode``, and it runs one episode at a time.
 
-1. the frame (``CaptureActor``) -> ``Frame``; speculative OCR starts on it at once;
+The other step actors are host-level services on the bus (``actors/services.py``): the
+planner publishes a request on ``mobagent/v1/devices/{serial}/requests/{kind}`` and awaits
+the step event carrying the same ``request_id`` on ``devices/{serial}/events/{kind}``
+(``actors/rpc.py``: ``Requests`` publishes and waits under a timeout, the host's
+``ReplyRouter`` matches replies by id; an ``Error`` reply or no reply fails the episode
+with the reason). Each step, for device ``d``:
+
+1. ``FrameRequest`` -> capture -> ``Frame`` (hashed, flagged, encoded once); perception
+   sees the ``Frame`` event and starts speculative OCR on it at once;
 2. the policy (``actors/planner.py``) decides -> ``LlmUsage`` per call, ``Plan``;
-3. a target to tap -> ``GroundRequest`` -> ``Grounded`` | ``Ambiguous`` (one chooser call)
-   | ``NotFound`` (feedback for the next prompt, nothing executed);
-4. sensitive operations wait for ``Approve`` when approval is on;
-5. the actuator performs it -> ``ActionDone``;
-6. the next frame, and the reflector's verdict -> ``Reflection``; then ``StepTiming``.
+3. a target to tap -> ``GroundRequest`` -> perception -> ``Grounded`` | ``Ambiguous`` (one
+   chooser call here) | ``NotFound`` (feedback for the next prompt, nothing executed);
+4. sensitive operations wait for ``Approve`` on the control topic when approval is on;
+   ``Ask`` publishes a ``Question`` there and waits for an ``Answer``;
+5. ``ActRequest`` (operation + grounded point) -> actuator -> ``ActionDone``;
+6. ``FrameRequest`` for the after-frame, then ``ReflectRequest`` (before/after frame ids)
+   -> reflector -> ``Reflection`` (ok | unchanged | wrong_page); then ``StepTiming``.
 
 ``Stop`` triggers the completion check; "not complete" continues with the reason in the
-prompt.
+prompt. The loop guard, the step budget and the completion check are the planner's own.
 
-Within one device the step's actors (capture, perception, planner, actuator, reflector)
-are called in-process by this loop, in order, rather than answering each other over MQTT:
-a step is a strict sequence, and a frame round trip through the broker would only add
-latency. Every message they produce is still published as it happens, so ``watch``, the
-recorder and the report see the whole conversation. The perception actor is shared by
-all devices of the host. Every message carries device, episode_id and step, and goes out on
-``mobagent/v1/devices/{serial}/events/{kind}``.
+Pixels travel the bus as ``Frame.data``; within one host the services share decoded
+frames through a ``FrameStore`` (a local fast path, see ``actors/rpc.py``). The planner
+itself only needs the encoded frame (for the LLM) and its hash.
+
+Without host services on its bus (``services=None``: unit tests, one-off tools) an agent
+runs a private set in-process through a loopback router: the same requests, actors and
+replies, no broker hop (``AgentServices.loopback``). Every message carries device,
+episode_id and step; events go out on ``mobagent/v1/devices/{serial}/events/{kind}``.
 """
 
 from __future__ import annotations
 
 import time
-import uuid
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -37,8 +48,8 @@ import msgspec
 import structlog
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from actors.actuator import ActionFailed, ActuatorActor, is_sensitive
-from actors.capture import CaptureActor, Captured
+from actors.actuator import ActionFailed, is_sensitive
+from actors.capture import Captured
 from actors.config import AgentSettings
 from actors.perception import PerceptionActor, candidate_point
 from actors.planner import Policy, StepContext
@@ -49,12 +60,15 @@ from actors.react import (
     reflection_feedback,
 )
 from actors.reflector import ReflectorActor
+from actors.rpc import RequestError, new_request_id
+from actors.services import AgentServices
 from models.llm import LLMError, LLMReply
 from runtime import topics
 from runtime.actor import Actor, Publisher
 from runtime.device import Device, DeviceError
 from runtime.messages import (
     ActionDone,
+    ActRequest,
     Ambiguous,
     Answer,
     Approve,
@@ -64,6 +78,8 @@ from runtime.messages import (
     EpisodeStarted,
     EpisodeStatus,
     Error,
+    Frame,
+    FrameRequest,
     Grounded,
     GroundRequest,
     Instruction,
@@ -72,7 +88,9 @@ from runtime.messages import (
     Msg,
     NotFound,
     Plan,
+    Question,
     Reflection,
+    ReflectRequest,
     Steer,
     StepTiming,
     Verdict,
@@ -83,6 +101,7 @@ log = structlog.get_logger(__name__)
 
 PolicyFactory = Callable[[Instruction], Policy]
 M = TypeVar("M", bound=Msg)
+REQUEST_MARGIN_S = 5.0  # a request waits this much longer than its service may take
 
 
 @dataclass(frozen=True)
@@ -114,7 +133,7 @@ class _Finish(Exception):
 
 
 class DeviceAgent(Actor):
-    """The per-device agent: control inbox, one episode at a time, every step as events."""
+    """The per-device planner: control inbox, one episode at a time, steps as requests."""
 
     name = "agent"
 
@@ -128,6 +147,7 @@ class DeviceAgent(Actor):
         policy_for: PolicyFactory,
         host: str = "",
         publish_timeout_s: float = 15.0,
+        services: AgentServices | None = None,
     ) -> None:
         super().__init__(bus)
         self.device = device
@@ -138,12 +158,12 @@ class DeviceAgent(Actor):
         self.host = host
         self.publish_timeout_s = publish_timeout_s
         self.inbox = (topics.device_control(self.serial),)
-        self.capture = CaptureActor(device, fmt=settings.frame_format,
-                                    quality=settings.jpeg_quality)
-        self.actuator = ActuatorActor(device, packages=settings.packages, wait_s=settings.wait_s,
-                                      launcher_pages=settings.launcher_pages)
-        self.reflector = ReflectorActor(loop_guard=settings.loop_guard,
-                                        revisit_guard=settings.revisit_guard)
+        # Host services on the bus, or a private loopback set (see the module docstring).
+        self._own_services = services is None
+        self.services = services or AgentServices.loopback(bus, perception)
+        self.entry = self.services.register(device, settings)
+        self.capture = self.entry.capture
+        self.actuator = self.entry.actuator
         self._queue_send: MemoryObjectSendStream[Instruction]
         self._queue_recv: MemoryObjectReceiveStream[Instruction]
         self._queue_send, self._queue_recv = anyio.create_memory_object_stream[Instruction](16)
@@ -156,26 +176,48 @@ class DeviceAgent(Actor):
         self._control_event = anyio.Event()
         self.outcomes: list[EpisodeOutcome] = []
         self.busy = False
-        # In-process listeners, called with every message before it is published (the
-        # benchmark reads the simulator's state right after each ActionDone this way).
+        # In-process listeners, called with every message before it is published and with
+        # every reply received (the benchmark reads the simulator's state right after each
+        # ActionDone this way).
         self.observers: list[Callable[[Msg], None]] = []
         self._one_at_a_time = anyio.Lock()
 
     # ---- the bus side -----------------------------------------------------------------
 
-    async def emit(self, msg: Msg) -> None:
-        """Publish one event; a bus problem is logged, never fatal to the episode."""
+    def _observe(self, msg: Msg) -> None:
         for observe in self.observers:
             try:
                 observe(msg)
             except Exception as exc:  # an observer's bug must not stop the episode
                 log.warning("observer_failed", device=self.serial, error=str(exc))
+
+    async def emit(self, msg: Msg) -> None:
+        """Publish one event; a bus problem is logged, never fatal to the episode."""
+        self._observe(msg)
         try:
             with anyio.fail_after(self.publish_timeout_s):
                 await self.bus.publish(topics.device_event(self.serial, msg), msg)
         except Exception as exc:
             log.warning("event_publish_failed", device=self.serial, kind=type(msg).__name__,
                         error=f"{type(exc).__name__}: {exc}")
+
+    async def call(self, req: Msg, expect: tuple[type[Msg], ...], timeout_s: float) -> Msg:
+        """One request to a host service; the reply (observed), or ``RequestError``."""
+        reply = await self.services.requests.call(req, timeout_s=timeout_s, expect=expect)
+        self._observe(reply)
+        return reply
+
+    async def request_frame(self, *, episode_id: str = "", step: int = 0,
+                            correlation_id: str = "", purpose: str = "step",
+                            view: tuple[int, int] | None = None) -> Frame:
+        req = FrameRequest(request_id=new_request_id(), purpose=purpose,  # type: ignore[arg-type]
+                           device=self.serial, episode_id=episode_id, step=step,
+                           correlation_id=correlation_id, view_side=view[0] if view else 0,
+                           view_quality=view[1] if view else 85)
+        got = await self.call(req, (Frame,),
+                              self.services.capture.serve_timeout_s + REQUEST_MARGIN_S)
+        assert isinstance(got, Frame)
+        return got
 
     async def status(self, state: str, detail: str = "") -> None:
         msg = DeviceStatus(device=self.serial, episode_id=self._episode_id,
@@ -185,6 +227,14 @@ class DeviceAgent(Actor):
                 await self.bus.publish(topics.device_status(self.serial), msg, retain=True)
         except Exception as exc:
             log.warning("status_publish_failed", device=self.serial, error=str(exc))
+
+    async def ask_question(self, msg: Question) -> None:
+        """The ``Ask``: a ``Question`` on the device's control topic (best effort)."""
+        try:
+            with anyio.fail_after(self.publish_timeout_s):
+                await self.bus.publish(topics.device_control(self.serial), msg)
+        except Exception as exc:
+            log.warning("question_publish_failed", device=self.serial, error=str(exc))
 
     async def submit(self, instr: Instruction) -> None:
         """Queue an instruction (the host's gate calls this); refused when the queue is full."""
@@ -196,6 +246,8 @@ class DeviceAgent(Actor):
                                   device=self.serial, correlation_id=instr.id))
 
     async def handle(self, topic: str, msg: Message) -> None:
+        if isinstance(msg, Question):
+            return  # our own question, echoed by the broker
         if msg.episode_id and self._episode_id and msg.episode_id != self._episode_id:
             return  # meant for another episode
         if isinstance(msg, Cancel):
@@ -210,9 +262,17 @@ class DeviceAgent(Actor):
             self._steers.append(msg.text)
         self._control_event.set()
 
+    @asynccontextmanager
+    async def _services_running(self) -> AsyncIterator[None]:
+        if self._own_services:
+            async with self.services.running_locally():
+                yield
+        else:
+            yield
+
     async def main(self) -> None:
         await self.status("idle")
-        async with anyio.create_task_group() as tg:
+        async with self._services_running(), anyio.create_task_group() as tg:
             if self.settings.stream_interval_s > 0:
                 tg.start_soon(self._stream)
             async for instr in self._queue_recv:
@@ -226,8 +286,7 @@ class DeviceAgent(Actor):
             if self.busy:
                 continue
             try:
-                cap = await self.capture.capture()
-                await self.emit(cap.frame)
+                await self.request_frame(purpose="stream")  # capture publishes the Frame
             except Exception as exc:
                 log.debug("stream_capture_failed", device=self.serial, error=str(exc))
 
@@ -245,18 +304,19 @@ class DeviceAgent(Actor):
 
     async def run_episode(self, instr: Instruction) -> EpisodeOutcome:
         """Run one episode to its end; episodes on one device never overlap."""
-        async with self._one_at_a_time:
+        async with self._one_at_a_time, self._services_running():
+            if self.services.registry.get(self.serial) is not self.entry:
+                self.services.registry.put(self.entry)  # a hot-plugged phone came back
             return await self._run_episode(instr)
 
     async def _run_episode(self, instr: Instruction) -> EpisodeOutcome:
-        episode_id = instr.episode_id or f"ep-{uuid.uuid4().hex[:12]}"
+        episode_id = instr.episode_id or f"ep-{new_request_id()[:12]}"
         self._episode_id = episode_id
         self._cancel_reason = ""
         self._approvals.clear()
         self._answers.clear()
         self._steers.clear()
         self.busy = True
-        self.reflector.reset()
         ids = Ids(self.serial, episode_id, instr.id)
         budget = instr.max_steps or self.settings.max_steps
         run = _Episode(self, instr, episode_id, budget, ids)
@@ -267,19 +327,15 @@ class DeviceAgent(Actor):
         reason = ""
         with anyio.CancelScope() as scope:
             self._scope = scope
-            async with anyio.create_task_group() as tg:
-                run.tg = tg
-                try:
-                    await run.loop()
-                except _Finish as fin:
-                    status, reason = fin.status, fin.reason
-                except (DeviceError, LLMError, TimeoutError, ActionFailed) as exc:
-                    status, reason = "failed", f"{type(exc).__name__}: {exc}"
-                    await self.emit(ids.stamp(Error(
-                        topic=topics.device_event(self.serial, "error"),
-                        reason="episode failed", detail=reason[:2000]), run.step))
-                finally:
-                    tg.cancel_scope.cancel()  # stray speculative OCR
+            try:
+                await run.loop()
+            except _Finish as fin:
+                status, reason = fin.status, fin.reason
+            except (DeviceError, LLMError, TimeoutError, ActionFailed, RequestError) as exc:
+                status, reason = "failed", f"{type(exc).__name__}: {exc}"
+                await self.emit(ids.stamp(Error(
+                    topic=topics.device_event(self.serial, "error"),
+                    reason="episode failed", detail=reason[:2000]), run.step))
         self._scope = None
         if scope.cancelled_caught or self._cancel_reason:
             status, reason = "cancelled", self._cancel_reason or "cancelled"
@@ -309,15 +365,31 @@ class _Episode:
         self.budget = budget
         self.ids = ids
         self.policy: Policy = agent.policy_for(instr)
+        # The LLM's image size, when the policy says: capture encodes that view once.
+        view = getattr(self.policy, "image_view", None)
+        self.view: tuple[int, int] | None = view if isinstance(view, tuple) else None
+        # The loop guard is the planner's: which operation it chose on which frame.
+        self.guard = ReflectorActor(loop_guard=self.s.loop_guard,
+                                    revisit_guard=self.s.revisit_guard)
         self.history: list[StepRecord] = []
         self.feedback: list[str] = []
         self.executed: list[Operation] = []
         self.step = 0
         self.not_complete = 0
-        self.tg: anyio.abc.TaskGroup | None = None
+        self.first_capture_s = 0.0
+        svc = agent.services
+        self.t_frame = svc.capture.serve_timeout_s + REQUEST_MARGIN_S
+        self.t_ground = svc.perception.serve_timeout_s + REQUEST_MARGIN_S
+        self.t_act = svc.actuator.serve_timeout_s + REQUEST_MARGIN_S
+        self.t_reflect = svc.reflector.serve_timeout_s + REQUEST_MARGIN_S
 
     async def send(self, msg: Msg) -> None:
         await self.a.emit(self.ids.stamp(msg, self.step))
+
+    def request(self, msg: M) -> M:
+        """``msg`` with this episode's ids and a fresh request id."""
+        return msgspec.structs.replace(self.ids.stamp(msg, self.step),
+                                       request_id=new_request_id())
 
     async def usage(self, replies: tuple[LLMReply, ...], purpose: str) -> float:
         total = 0.0
@@ -331,28 +403,37 @@ class _Episode:
     async def reflect(self, verdict: Verdict, reason: str) -> None:
         await self.send(Reflection(verdict=verdict, reason=reason[:2000]))
 
-    async def frame(self, step: int) -> Captured:
-        cap = await self.a.capture.capture(episode_id=self.episode_id, step=step)
-        await self.a.emit(cap.frame)
-        if self.s.speculative_ocr and self.tg is not None:
-            self.tg.start_soon(self.a.perception.speculate, cap, self.a.serial)
-        return cap
+    async def frame(self, step: int) -> Frame:
+        return await self.a.request_frame(episode_id=self.episode_id, step=step,
+                                          correlation_id=self.ids.correlation_id, view=self.view)
 
-    def context(self, before: Captured, hints: tuple[str, ...] = ()) -> StepContext:
+    def screenshot(self, frame: Frame) -> bytes:
+        """The frame as the LLM gets it: capture's LLM-sized view on this host, else the
+        bus encoding (the LLM client then scales it itself)."""
+        return self.a.services.frames.view(frame.frame_id, frame.device) or frame.data
+
+    async def hints(self, before: Frame) -> tuple[str, ...]:
+        """OCR lines of ``before`` (host-local: the perception engine on the stored pixels)."""
+        frame, rgb = await self.a.services.frames.rgb(before.frame_id, self.a.serial)
+        lines = await self.a.perception.read_text(Captured(frame, rgb, 0.0, 0.0), self.a.serial)
+        return tuple(t for t, _ in lines)
+
+    def context(self, before: Frame, hints: tuple[str, ...] = ()) -> StepContext:
         feedback = [*self.feedback, *(f"The user says: {t}" for t in self.a._steers)]
-        if before.black:
+        if "black" in before.flags:
             feedback.append("The screenshot is all black: the app shows a secure window that "
                             "cannot be captured. Go Back, or Ask the user.")
         self.a._steers.clear()
         return StepContext(
-            instruction=self.instr.text, screenshot=before.data, history=tuple(self.history),
+            instruction=self.instr.text, screenshot=self.screenshot(before),
+            history=tuple(self.history),
             feedback=tuple(feedback), ocr_hints=hints, step=self.step, task=self.instr.task,
         )
 
-    def record(self, op: Operation, result: str, before: Captured,
+    def record(self, op: Operation, result: str, before: Frame,
                verdict: str | None = None, reason: str | None = None) -> None:
         self.history.append(StepRecord(action=op, result=result, verdict=verdict, reason=reason,
-                                       screenshot=before.data))
+                                       screenshot=self.screenshot(before)))
 
     async def done(self, op: Operation, ok: bool, detail: str, t0: float,
                    point: tuple[int, int] | None = None) -> None:
@@ -363,7 +444,10 @@ class _Episode:
     async def loop(self) -> None:
         a, s = self.a, self.s
         self.step = 1
+        t = time.perf_counter()
         before = await self.frame(1)
+        self.first_capture_s = time.perf_counter() - t
+        # The foreground app once at the start; each Reflection reports it afterwards.
         app_before = await a.device.current_app()
         while True:
             if self.step > self.budget:
@@ -374,18 +458,18 @@ class _Episode:
                 before, app_before = await self.one_step(before, app_before)
             self.step += 1
 
-    async def one_step(self, before: Captured, app_before: str) -> tuple[Captured, str]:
+    async def one_step(self, before: Frame, app_before: str) -> tuple[Frame, str]:
         a, s = self.a, self.s
         t_step = time.perf_counter()
         # Each frame is counted once: the first in step 1, then each step's after-frame.
         first = self.step == 1 and not self.history
-        first_capture = before.capture_s + before.encode_s if first else 0.0
+        first_capture = self.first_capture_s if first else 0.0
         phases: dict[str, float] = {"capture": first_capture}
 
         hints: tuple[str, ...] = ()
         if s.ocr_hints:
             t = time.perf_counter()
-            hints = tuple(t for t, _ in await a.perception.read_text(before, a.serial))
+            hints = await self.hints(before)
             phases["perception"] = time.perf_counter() - t
         ctx = self.context(before, hints)
 
@@ -417,8 +501,8 @@ class _Episode:
             await timing()
             return before, app_before
 
-        count = a.reflector.note_choice(before, op)
-        loop = a.reflector.loop_verdict(count, op)
+        count = self.guard.note_choice(before, op)
+        loop = self.guard.loop_verdict(count, op)
         if loop is not None:
             await self.reflect("loop", loop.reason)
             if count >= s.loop_guard + 2:
@@ -457,46 +541,38 @@ class _Episode:
                 return before, app_before
 
         t = time.perf_counter()
-        size = (before.frame.width, before.frame.height)
-
-        async def read_screen() -> list[tuple[str, tuple[int, int, int, int]]]:
-            cap = await a.capture.capture(episode_id=self.episode_id, step=self.step)
-            res = await a.perception.perception.aread_text(
-                cap.rgb, frame_id=cap.frame.sha256, timeout_s=a.perception.timeout_s)
-            return [(ln.text, (int(ln.box[0]), int(ln.box[1]), int(ln.box[2]), int(ln.box[3])))
-                    for ln in res.lines]
-
-        try:
-            res = await a.actuator.perform(op, point=point, size=size, read_screen=read_screen)
-        except (ActionFailed, DeviceError) as exc:
-            phases["act"] = time.perf_counter() - t
-            await self.done(op, False, str(exc), t, point)
-            self.record(op, f"failed: {exc}", before)
-            self.feedback = [f"{format_operation(op)} failed: {exc}"]
+        act = self.request(ActRequest(
+            request_id="-", operation=op, frame_id=before.frame_id,
+            x=point[0] if point else None, y=point[1] if point else None,
+            width=before.width, height=before.height))
+        res = await a.call(act, (ActionDone,), self.t_act)
+        assert isinstance(res, ActionDone)
+        phases["act"] = time.perf_counter() - t
+        if not res.ok:
+            self.record(op, f"failed: {res.detail}", before)
+            self.feedback = [f"{format_operation(op)} failed: {res.detail}"]
             await timing()
             return before, app_before
         self.executed.append(op)
-        phases["act"] = time.perf_counter() - t
-        await self.done(op, True, res.detail, t, (res.x, res.y) if res.x is not None and
-                        res.y is not None else point)
 
         if s.settle_s:
             await anyio.sleep(s.settle_s)
-        after = await self.frame(self.step + 1)
-        phases["capture"] += after.capture_s + after.encode_s
         t = time.perf_counter()
-        app_after = await a.device.current_app()
-        verdict = await a.reflector.reflect(before, after, op, app_before=app_before,
-                                            app_after=app_after)
+        after = await self.frame(self.step + 1)
+        phases["capture"] += time.perf_counter() - t
+        t = time.perf_counter()
+        ref = await a.call(self.request(ReflectRequest(
+            request_id="-", before_frame_id=before.frame_id, after_frame_id=after.frame_id,
+            operation=op, app_before=app_before)), (Reflection,), self.t_reflect)
+        assert isinstance(ref, Reflection)
         phases["reflection"] = time.perf_counter() - t
-        await self.reflect(verdict.verdict, verdict.reason)  # type: ignore[arg-type]
-        self.record(op, res.detail, before, verdict.verdict, verdict.reason)
-        if verdict.verdict != "ok":
-            self.feedback = [reflection_feedback(verdict.verdict, verdict.reason)]
+        self.record(op, res.detail, before, ref.verdict, ref.reason)
+        if ref.verdict != "ok":
+            self.feedback = [reflection_feedback(ref.verdict, ref.reason)]
         await timing()
-        return after, app_after
+        return after, ref.app or app_before
 
-    async def stop(self, ctx: StepContext, before: Captured, phases: dict[str, float]) -> None:
+    async def stop(self, ctx: StepContext, before: Frame, phases: dict[str, float]) -> None:
         if not self.s.completion_check:
             raise _Finish("succeeded", "the planner chose Stop")
         t = time.perf_counter()
@@ -514,13 +590,11 @@ class _Episode:
             raise _Finish("failed", f"Stop was judged not complete {self.not_complete} times: "
                                     f"{comp.reason}")
 
-    async def ground(self, op: Operation, ctx: StepContext, before: Captured,
+    async def ground(self, op: Operation, ctx: StepContext, before: Frame,
                      phases: dict[str, float]) -> tuple[int, int] | None:
         a = self.a
-        req = self.ids.stamp(GroundRequest(frame_id=before.frame_id, operation=op), self.step)
-        await a.emit(req)
-        ans = await a.perception.ground(req, before)
-        await a.emit(ans)
+        req = self.request(GroundRequest(frame_id=before.frame_id, operation=op))
+        ans = await a.call(req, (Grounded, Ambiguous, NotFound), self.t_ground)
         if isinstance(ans, Grounded):
             return ans.x, ans.y
         if isinstance(ans, Ambiguous):
@@ -566,9 +640,10 @@ class _Episode:
         assert isinstance(got, Approve)
         return got.approved, got.note
 
-    async def ask(self, op: Ask, before: Captured) -> None:
+    async def ask(self, op: Ask, before: Frame) -> None:
         a = self.a
         t = time.perf_counter()
+        await a.ask_question(self.ids.stamp(Question(text=op.question), self.step))
         await a.status("busy", f"question (step {self.step}): {op.question}")
 
         def pick() -> Msg | None:
@@ -584,4 +659,3 @@ class _Episode:
         await self.done(op, got is not None, result, t)
         self.record(op, result, before)
         self.executed.append(op)
-

@@ -2,7 +2,13 @@
 
 runtime/ cannot import actors/, so this adapter lives here: one ``DeviceAgent`` per phone,
 kept in the handle's per-phone state (reset when the phone returns), with the fleet's
-Cancel forwarded to the agent's control inbox.
+Cancel and the episode's control messages (Approve, Answer, Steer, which the fleet routes to
+the running episode) forwarded to the agent's control inbox.
+
+For the step actors to talk over the bus, build the agents with the host's
+``AgentServices`` (``DeviceAgent(..., services=services)``) and run ``services.actors()``
+next to the fleet (``run_fleet(bus, fleet, extra_actors=services.actors())``); without
+them each agent runs a private loopback set in-process.
 """
 
 from __future__ import annotations
@@ -10,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 
 import anyio
+import msgspec
 
 from actors.episode import DeviceAgent
 from runtime import topics
@@ -27,14 +34,21 @@ def agent_worker(make_agent: Callable[[DeviceHandle], DeviceAgent]) -> RunEpisod
         agent = handle.state.get("agent")
         if not isinstance(agent, DeviceAgent):
             agent = handle.state["agent"] = make_agent(handle)
+        if not instr.episode_id:  # one episode id for the fleet and the agent's events
+            instr = msgspec.structs.replace(instr, episode_id=control.episode_id)
+        topic = topics.device_control(handle.serial)
         async with anyio.create_task_group() as tg:
 
             async def forward_cancel() -> None:
                 await control.wait_cancelled()
-                await agent.handle(topics.device_control(handle.serial),
-                                   Cancel(reason=control.reason))
+                await agent.handle(topic, Cancel(reason=control.reason))
+
+            async def forward_control() -> None:
+                async for msg in control.inbox:
+                    await agent.handle(topic, msg)  # type: ignore[arg-type]
 
             tg.start_soon(forward_cancel)
+            tg.start_soon(forward_control)
             outcome = await agent.run_episode(instr)
             tg.cancel_scope.cancel()
         return EpisodeFinished(instruction_id=instr.id, status=outcome.status,

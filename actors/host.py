@@ -1,9 +1,18 @@
 """A host running agents: the runtime's host (broker, bus, instruction gate) plus one
-``DeviceAgent`` per phone, one shared perception actor, the recorder and a progress view.
+``DeviceAgent`` (planner) per phone, the host's agent services on the bus (capture,
+perception, actuator, reflector and the reply router: ``actors/services.py``), the
+recorder and a progress view.
 
 Instructions reach an agent two ways: over the bus (``mobagent submit`` -> the gate ->
 ``dispatch``), or in-process (``run_on``, which the CLI and the benchmark use, and which
 waits for the outcome). Either way the agent runs one episode at a time.
+
+This is the single-host, fixed-device-list runner (``mobagent run``, ``demo``, the
+Mobile-Eval benchmark). ``mobagent serve`` uses ``runtime.fleet.FleetManager`` instead
+(discovery, hot-plug, per-phone queues and rejection) through
+``actors.fleet_worker.agent_worker``; both build ``DeviceAgent``s on the same
+``AgentServices``. AgentHost still queues in ``DeviceAgent.submit`` because ``run_on`` must
+run an instruction in-process on a device the caller names and return its outcome.
 """
 
 from __future__ import annotations
@@ -22,6 +31,7 @@ from actors.episode import DeviceAgent, EpisodeOutcome
 from actors.perception import PerceptionActor
 from actors.planner import Policy
 from actors.recorder import Recorder
+from actors.services import AgentServices
 from runtime import topics
 from runtime.actor import Actor, Publisher
 from runtime.bus import Bus
@@ -78,15 +88,18 @@ class AgentHost:
             settings=cfg.perception, workers=cfg.agent.perception_workers)
         self.progress = progress
         self.agents: dict[str, DeviceAgent] = {}
+        self.services: AgentServices | None = None
         self.recorder: Recorder | None = None
         self.runtime = HostRuntime(cfg, on_instruction=self.dispatch, actors=self._actors)
 
     def _actors(self, bus: Bus) -> list[Actor]:
-        actors: list[Actor] = []
+        services = self.services = AgentServices(bus, self.perception)
+        actors: list[Actor] = [*services.actors()]
         for dev in self.devices:
             agent = DeviceAgent(
                 bus, dev, settings=self.cfg.agent, perception=self.perception,
                 policy_for=self._policy_factory(dev.serial), host=self.runtime.host,
+                services=services,
             )
             self.agents[dev.serial] = agent
             actors.append(agent)

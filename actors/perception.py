@@ -5,6 +5,13 @@ bounds how many frames it works on at once (OCR is CPU-bound; more threads than 
 only queue). Results are cached per frame (Perception caches OCR and proposals by frame
 id), so the speculative OCR started on each new frame while the planner waits for the LLM
 makes the later grounding of that frame nearly free.
+
+``PerceptionActor`` is the engine; ``PerceptionService`` is the host-level actor on the bus.
+It answers each ``GroundRequest`` (``devices/{serial}/requests/ground_request``) with
+``Grounded`` | ``Ambiguous`` | ``NotFound`` carrying the request id, and starts the
+speculative OCR itself when it sees a new episode ``Frame`` event (when the device's
+settings ask for it), skipping a frame that a newer one has already replaced. Pixels come
+from the host's ``FrameStore`` (decoded from ``Frame.data`` only when capture ran elsewhere).
 """
 
 from __future__ import annotations
@@ -16,10 +23,23 @@ import msgspec
 import structlog
 
 from actors.capture import Captured
+from actors.rpc import DeviceEntry, DeviceRegistry, FrameStore, ServiceActor
 from models.grounding import Ambiguous as GAmbiguous
 from models.grounding import Grounded as GGrounded
 from models.grounding import GroundResult, Perception, PerceptionSettings
-from runtime.messages import Ambiguous, Box, Candidate, Grounded, GroundRequest, NotFound
+from runtime import topics
+from runtime.actor import Publisher
+from runtime.messages import (
+    Ambiguous,
+    Box,
+    Candidate,
+    Frame,
+    Grounded,
+    GroundRequest,
+    Message,
+    Msg,
+    NotFound,
+)
 from runtime.operations import ClickIcon, ClickText, LongPress, Operation
 
 log = structlog.get_logger(__name__)
@@ -104,3 +124,60 @@ def candidate_point(amb: Ambiguous, index: int) -> tuple[int, int] | None:
         if c.index == index:
             return c.box.center
     return None
+
+
+class PerceptionService(ServiceActor):
+    """Host-level: answers ``GroundRequest``; speculative OCR on each new episode frame."""
+
+    name = "perception"
+    kinds = (GroundRequest,)
+
+    def __init__(self, bus: Publisher, registry: DeviceRegistry, frames: FrameStore,
+                 engine: PerceptionActor, *, concurrency: int | None = None,
+                 max_speculating: int = 4) -> None:
+        super().__init__(bus, registry, concurrency=concurrency)
+        self.inbox = (topics.device_requests_filter(None), topics.device_events_filter(None))
+        self.frames = frames
+        self.engine = engine
+        self.serve_timeout_s = engine.timeout_s * 2 + 5.0
+        self.handler_timeout_s = self.serve_timeout_s + 5.0
+        self.max_speculating = max_speculating
+        self.speculating = 0
+        self.speculated = 0
+        self.skipped = 0  # frames not speculated on: stale, or too many already queued
+
+    def wants(self, msg: Message) -> bool:
+        if isinstance(msg, Frame):
+            self._maybe_speculate(msg)
+            return False
+        return isinstance(msg, GroundRequest)
+
+    def _maybe_speculate(self, frame: Frame) -> None:
+        entry = self.registry.get(frame.device)
+        if (entry is None or not frame.episode_id or not entry.settings.speculative_ocr
+                or self._tg is None):
+            return
+        if self.speculating >= self.max_speculating:
+            self.skipped += 1
+            return
+        self.speculating += 1
+        self._tg.start_soon(self._speculate, entry, frame)
+
+    async def _speculate(self, entry: DeviceEntry, frame: Frame) -> None:
+        try:
+            if entry.latest_frame and entry.latest_frame != frame.frame_id:
+                self.skipped += 1
+                return  # a newer frame of this phone is what will be grounded
+            got, rgb = await self.frames.rgb(frame.frame_id, frame.device)
+            with anyio.fail_after(self.serve_timeout_s):
+                await self.engine.speculate(Captured(got, rgb, 0.0, 0.0), frame.device)
+            self.speculated += 1
+        except Exception as exc:  # best effort: the real request reports its own error
+            log.debug("speculative_ocr_failed", error=f"{type(exc).__name__}: {exc}")
+        finally:
+            self.speculating -= 1
+
+    async def serve(self, entry: DeviceEntry, req: Message) -> Msg:
+        assert isinstance(req, GroundRequest)
+        frame, rgb = await self.frames.rgb(req.frame_id, req.device)
+        return await self.engine.ground(req, Captured(frame, rgb, 0.0, 0.0))

@@ -86,6 +86,17 @@ class LLMPolicy:
         self.keep_screenshots = keep_screenshots
         self.max_reasks = max_reasks
 
+    @property
+    def image_view(self) -> tuple[int, int] | None:
+        """(max side, JPEG quality) of the screenshots the LLM gets, when its client says:
+        capture then encodes that view once, and the client sends it as it is."""
+        settings = getattr(self.llm, "settings", None)
+        side = getattr(settings, "max_image_side", None)
+        quality = getattr(settings, "jpeg_quality", None)
+        if isinstance(side, int) and isinstance(quality, int):
+            return side, quality
+        return None
+
     async def decide(self, ctx: StepContext) -> Decision:
         inp = PlannerInput(
             instruction=ctx.instruction, screenshot=ctx.screenshot, history=ctx.history,

@@ -159,7 +159,9 @@ class Recorder(Actor):
     ) -> None:
         super().__init__(bus)
         self.out_dir = Path(out_dir)
-        self.inbox = (topics.device_events_filter(serial),)
+        # Requests too (the report shows a ground request left unanswered); their answers
+        # are events.
+        self.inbox = (topics.device_events_filter(serial), topics.device_requests_filter(serial))
         self.redact = redact
         self.seen = SeenIds(dedupe_capacity)
         self.duplicates = 0

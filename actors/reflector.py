@@ -11,6 +11,14 @@ Deterministic checks, cheapest first, on the frames before and after an action:
 The completion check on ``Stop`` (one LLM call, through the policy) is also run from
 here. Every verdict becomes a ``Reflection`` event and, when it is not ``ok``, feedback in
 the planner's next prompt.
+
+``ReflectorActor`` holds the checks and one episode's memory (screens seen, choices made).
+``ReflectorService`` is the host-level actor on the bus: it answers each ``ReflectRequest``
+(``devices/{serial}/requests/reflect_request``, naming the before and after frame ids) with
+a ``Reflection`` carrying the request id and the foreground app it read, using the
+device's engine (reset when a new episode starts) and the frames in the host's
+``FrameStore``. The pixel diff runs in a thread under the host's CPU limiter, on OpenCV's
+``absdiff`` when available (about 20x faster than the numpy form on a 1080x2400 frame).
 """
 
 from __future__ import annotations
@@ -23,7 +31,17 @@ import anyio
 import numpy as np
 
 from actors.capture import Captured
+from actors.rpc import DeviceEntry, DeviceRegistry, FrameStore, ServiceActor
+from runtime.actor import Publisher
+from runtime.messages import Frame, Message, Msg, Reflection, ReflectRequest
 from runtime.operations import Back, Exit, OpenApp, Operation, Wait, format_operation
+
+try:  # opencv-python-headless is a dependency (rapidocr); numpy is the fallback
+    import cv2
+
+    HAVE_CV2 = True
+except ImportError:  # pragma: no cover
+    HAVE_CV2 = False
 
 STATUS_BAR_FRAC = 0.04  # the top 4 % of the screen: clock, battery, notifications
 DIFF_LEVEL = 24  # a channel difference above this counts the pixel as changed
@@ -39,6 +57,16 @@ def changed_pixels(before: np.ndarray, after: np.ndarray) -> int:
     """Pixels that differ outside the status bar; a size change counts as all changed."""
     if before.shape != after.shape:
         return int(after.shape[0] * after.shape[1])
+    if before is after:
+        return 0
+    if HAVE_CV2 and before.ndim == 3 and before.dtype == np.uint8:
+        d = cv2.absdiff(np.ascontiguousarray(masked(before)),
+                        np.ascontiguousarray(masked(after)))
+        px = d.reshape(-1, d.shape[2])
+        m = px[:, 0]
+        for c in range(1, px.shape[1]):
+            m = np.maximum(m, px[:, c])
+        return int(np.count_nonzero(m > DIFF_LEVEL))
     a = masked(before).astype(np.int16)
     b = masked(after).astype(np.int16)
     return int((np.abs(a - b).max(axis=2) > DIFF_LEVEL).sum())
@@ -60,9 +88,11 @@ class Verdict:
 class ReflectorActor:
     name = "reflector"
 
-    def __init__(self, *, loop_guard: int = 3, revisit_guard: int = 4) -> None:
+    def __init__(self, *, loop_guard: int = 3, revisit_guard: int = 4,
+                 limiter: anyio.CapacityLimiter | None = None) -> None:
         self.loop_guard = loop_guard
         self.revisit_guard = revisit_guard
+        self.limiter = limiter
         self._choices: Counter[tuple[str, str]] = Counter()
         self._screens: Counter[str] = Counter()
 
@@ -70,9 +100,10 @@ class ReflectorActor:
         self._choices.clear()
         self._screens.clear()
 
-    def note_choice(self, frame: Captured, op: Operation) -> int:
+    def note_choice(self, frame: Captured | Frame, op: Operation) -> int:
         """Count ``op`` chosen on ``frame``; returns how many times so far."""
-        key = (frame.frame.sha256, format_operation(op))
+        sha = frame.sha256 if isinstance(frame, Frame) else frame.frame.sha256
+        key = (sha, format_operation(op))
         self._choices[key] += 1
         return self._choices[key]
 
@@ -86,10 +117,21 @@ class ReflectorActor:
         self, before: Captured, after: Captured, op: Operation, *,
         app_before: str = "", app_after: str = "",
     ) -> Verdict:
-        def work() -> tuple[int, str]:
-            return changed_pixels(before.rgb, after.rgb), screen_key(after.rgb)
+        n, key = await self.measure(before, after)
+        return self.judge(n, key, op, app_before=app_before, app_after=app_after)
 
-        n, key = await anyio.to_thread.run_sync(work)
+    async def measure(self, before: Captured, after: Captured) -> tuple[int, str]:
+        """(changed pixels, the after screen's key), off the loop."""
+        def work() -> tuple[int, str]:
+            same = before.frame.sha256 == after.frame.sha256 and bool(before.frame.sha256)
+            n = 0 if same else changed_pixels(before.rgb, after.rgb)
+            return n, screen_key(after.rgb)
+
+        return await anyio.to_thread.run_sync(work, limiter=self.limiter)
+
+    def judge(self, n: int, key: str, op: Operation, *, app_before: str = "",
+              app_after: str = "") -> Verdict:
+        """The verdict for a measured step (and the screen counted as seen once more)."""
         self._screens[key] += 1
         if n <= UNCHANGED_MAX_PIXELS and not isinstance(op, Wait):
             return Verdict("unchanged", f"the screen did not change after "
@@ -103,3 +145,38 @@ class ReflectorActor:
             return Verdict("wrong_page", f"this screen has now been seen {self._screens[key]} "
                                          "times; the agent may be going in circles")
         return Verdict("ok", f"{n} pixels changed")
+
+
+class ReflectorService(ServiceActor):
+    """Host-level: answers ``ReflectRequest`` with a ``Reflection`` (and the app after)."""
+
+    name = "reflector"
+    kinds = (ReflectRequest,)
+    serve_timeout_s = 45.0
+
+    def __init__(self, bus: Publisher, registry: DeviceRegistry, frames: FrameStore, *,
+                 concurrency: int | None = None) -> None:
+        super().__init__(bus, registry, concurrency=concurrency)
+        self.frames = frames
+
+    async def serve(self, entry: DeviceEntry, req: Message) -> Msg:
+        assert isinstance(req, ReflectRequest)
+        if entry.episode_id != req.episode_id:
+            entry.reflector.reset()  # its memory (screens seen) is per episode
+            entry.episode_id = req.episode_id
+        before_f, before = await self.frames.rgb(req.before_frame_id, req.device)
+        after_f, after = await self.frames.rgb(req.after_frame_id, req.device)
+        app_after = ""
+
+        async def read_app() -> None:
+            nonlocal app_after
+            app_after = await entry.device.current_app()
+
+        async with anyio.create_task_group() as tg:  # the adb call alongside the pixel diff
+            tg.start_soon(read_app)
+            n, key = await entry.reflector.measure(Captured(before_f, before, 0.0, 0.0),
+                                                   Captured(after_f, after, 0.0, 0.0))
+        verdict = entry.reflector.judge(n, key, req.operation, app_before=req.app_before,
+                                        app_after=app_after)
+        return Reflection(verdict=verdict.verdict, reason=verdict.reason[:2000],  # type: ignore[arg-type]
+                          app=app_after)

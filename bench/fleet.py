@@ -9,8 +9,9 @@ OpenAI-compatible server answers every call with a scripted planner reply after 
 delay (``--llm-delay``).
 
 ``--loop agent`` (the default) runs the agent loop: ``actors.episode.DeviceAgent`` per phone
-under the fleet (capture, LLMPolicy through ``models.llm``, actuator, reflector, every step
-as events on the bus), with a scripted back-and-forth of swipes and a Stop, OCR off and no
+under the fleet, its capture, actuator and reflector requests answered by the host's agent
+services on the same bus (``actors.services.AgentServices`` beside the fleet: every request
+and reply crosses the broker), LLMPolicy through ``models.llm``, with a scripted back-and-forth of swipes and a Stop, OCR off and no
 settle sleep. ``--loop own`` is the benchmark's own minimal loop instead: a screenshot
 through adbutils, the frame downscaled and JPEG-encoded, one chat-completions call with
 the image, the reply's ``Tap (x, y)`` parsed, a tap, a StepTiming event.
@@ -137,8 +138,9 @@ class TimingBus:
         await self._bus.publish(topic, msg, qos=qos, retain=retain)
 
 
-def agent_worker(llm: Any, perception: Any, stats: RunStats, llm_delay: float, steps: int) -> Any:
-    """``run_episode`` running the agent's DeviceAgent (actors/) on one phone."""
+def agent_worker(llm: Any, services: Any, stats: RunStats, llm_delay: float, steps: int) -> Any:
+    """``run_episode`` running the agent's DeviceAgent (actors/) on one phone, its step
+    requests served by the host's ``services`` on the bus."""
     from actors.config import AgentSettings
     from actors.episode import DeviceAgent
     from actors.fleet_worker import agent_worker as fleet_worker
@@ -161,8 +163,8 @@ def agent_worker(llm: Any, perception: Any, stats: RunStats, llm_delay: float, s
             # and "auto" would time both on the first step.
             TimedDevice(AdbDevice(handle.serial, client=handle.adb, capture="png",
                                   timeout_s=30.0), acc),
-            settings=settings, perception=perception,
-            policy_for=lambda _i: LLMPolicy(llm), host=handle.host)
+            settings=settings, perception=services.perception_engine,
+            policy_for=lambda _i: LLMPolicy(llm), host=handle.host, services=services)
 
     return fleet_worker(make_agent)
 
@@ -326,6 +328,7 @@ async def run_n(n: int, args: argparse.Namespace, adb_port: int, llm_url: str,
     worker: Any = episode
     lifecycle: Literal["fleet", "worker"] = "fleet"
     llm_client: Any = None
+    perception: Any = None
     if args.loop == "agent":
         from actors.perception import PerceptionActor
         from models.llm import LLMClient, LLMSettings, RoleModels
@@ -336,7 +339,7 @@ async def run_n(n: int, args: argparse.Namespace, adb_port: int, llm_url: str,
             timeout_s=args.llm_delay + 30, max_retries=1, max_concurrent=4 * n + 4,
             requests_per_minute=1_000_000))
         await llm_client.__aenter__()
-        worker = agent_worker(llm_client, PerceptionActor(), stats, args.llm_delay, args.steps)
+        perception = PerceptionActor()
         lifecycle = "worker"
     cfg = BusConfig(connect_timeout_s=10, publish_timeout_s=30)
     address = parse_broker_url(broker_url)
@@ -345,11 +348,18 @@ async def run_n(n: int, args: argparse.Namespace, adb_port: int, llm_url: str,
         async with Bus(cfg, address, client_id=f"bench-host-{n}", persistent=False) as hbus, \
                 Bus(cfg, address, client_id=f"bench-client-{n}", persistent=False) as cbus, \
                 anyio.create_task_group() as tg:
+            extra: list[Any] = []
+            if args.loop == "agent":
+                from actors.services import AgentServices
+
+                services = AgentServices(hbus, perception)
+                worker = agent_worker(llm_client, services, stats, args.llm_delay, args.steps)
+                extra = services.actors()
             fm = FleetManager(hbus, run_episode=worker, host="bench",
                               config=FleetConfig(serials=serials, adb_port=adb_port,
                                                  lifecycle_events=lifecycle),
                               max_instruction_chars=2000)
-            tg.start_soon(run_fleet, hbus, fm)
+            tg.start_soon(lambda: run_fleet(hbus, fm, extra_actors=extra))
             await cbus.subscribe(topics.device_events_filter(None, "episode_finished"))
             with anyio.fail_after(60):
                 while sum(1 for s in fm.devices().values() if s == "idle") < n:  # noqa: ASYNC110 (polling)

@@ -1,434 +1,395 @@
-"""Mobile-Eval-sim: the 33 Mobile-Eval tasks on simulated phones, scored on app state.
+"""Mobile-Eval-sim: the 33 Mobile-Eval tasks on simulated phones, through the real agent.
 
     .venv/bin/python -m bench.mobile_eval --planner oracle --seeds 0-4 --tiers 1,2,3 \\
-        --devices 2 --out runs/mobile-eval [--transport adb|inprocess] [--tasks notes-1,...]
+        --devices 4 --out runs/mobile-eval [--tasks notes-1,Gmail,...] [--set agent.x=...]
 
-Prints a progress bar, the paper's table (per app and tier: SU, PS, RE, CR), writes
-DIR/results.json and one trajectory per episode under DIR/episodes/, and ends with one
-JSON line: n_episodes and overall and per-tier SU/PS/RE/CR.
+Every episode runs through ``AgentHost`` / ``DeviceAgent``: capture, perception (real OCR
+and icon grounding), the actuator through the adb server, the reflector, and the recorder.
+The phones are simulated (``sim.fleet.SimFleet``, one fleet of N phones per seed, since a
+phone's seed is fixed at boot); the N phones of a seed share one queue of tasks, so N
+episodes run at once on one host with one shared perception pool. The planner is
+- ``oracle``: ``bench/oracle.py``'s ``OraclePolicy``, each task's reference solution issued
+  step by step (benchmark-only; its one use of ground truth is the PERFECT CHOOSER among
+  ambiguous grounding candidates, labelled there), so it measures everything but the LLM;
+- ``llm``: the agent's ``LLMPolicy`` on the ``[llm]`` endpoint of the config.
 
-The ``oracle`` planner is a benchmark-only policy: it issues each task's reference solution
-step by step through the NORMAL perception path (models.grounding.Perception on the
-screenshot; input through adb or the phone's input methods), so it measures everything
-except the LLM's judgement. It never reads coordinates or the element tree to act, with one
-labelled exception, the PERFECT CHOOSER: when perception answers ``Ambiguous``, it picks the
-candidate whose box overlaps the reference target (found in the phone's ground truth), as a
-perfect LLM chooser would. Like a script, it also
-- dismisses a pop-up it can read ("Not now", "Don't allow") before acting,
-- waits ``--settle-s`` after each action that can navigate (a tap during a spinner is lost),
-- retries an operation whose target was not found once, after a short wait,
-- then closes the keyboard (BACK) if it just typed, and scrolls down up to twice looking
-  for the target; each of these counts as an extra step; then it moves on.
-Until the agent loop (issue 6) lands, this runner drives the oracle's operations itself;
-``--planner llm`` says so.
+Scoring (definitions in ``sim/eval/metrics.py``). SU is the task's ``is_successful`` on the
+phone's own state after the episode. The steps are read back from the recorder's
+``events.jsonl``: each ``ActionDone`` with ``ok`` is one step, an operation performed on
+the phone. The milestone flags after a step are read from the phone's state by a probe
+wrapped around the policy, at the start of the next step (after the settle wait and the
+next frame) or at the end of the episode; the policy never sees them.
+
+``--devices 1,4`` runs the selection once per N (under DIR/devices-N/) and checks that every
+(task, seed) has the same SU at every N; a difference is printed and the exit status is 1.
+
+Output: a progress bar; the paper's table (per app and tier: SU, PS, RE, CR); per-step
+latencies; tasks per hour; DIR/results.json; DIR/<task>-s<seed>/ (the recorder's
+events.jsonl and frames; ``mobagent report DIR`` renders them); and, last, one JSON line with
+n_episodes, overall and per-tier SU/PS/RE/CR, tasks_per_hour and devices.
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
-import io
 import json
 import os
-import queue
+import shutil
+import statistics
 import sys
-import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 if __package__ in (None, ""):  # run as a script: make the repo importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from PIL import Image  # noqa: E402
+import anyio  # noqa: E402
+import msgspec  # noqa: E402
 
-from runtime.operations import (  # noqa: E402
-    Back,
-    ClickIcon,
-    ClickText,
-    Exit,
-    LongPress,
-    OpenApp,
-    Operation,
-    PageDown,
-    PageUp,
-    Stop,
-    Swipe,
-    TypeText,
-    Wait,
-)
-from sim.eval.episode import EpisodeLog, run_episode  # noqa: E402
-from sim.eval.ground_truth import resolve  # noqa: E402
-from sim.eval.metrics import EpisodeScore  # noqa: E402
+from actors.config import AgentConfig, load_agent_config  # noqa: E402
+from actors.host import AgentHost  # noqa: E402
+from actors.perception import PerceptionActor  # noqa: E402
+from actors.planner import Choice, Completion, Decision, Policy, StepContext  # noqa: E402
+from actors.recorder import safe_name  # noqa: E402
+from runtime.config import ConfigError, default_config_path  # noqa: E402
+from runtime.device import AdbDevice  # noqa: E402
+from runtime.log import configure_logging  # noqa: E402
+from runtime.messages import Instruction  # noqa: E402
+from runtime.operations import Operation  # noqa: E402
+from sim.eval.metrics import EpisodeScore, StepRecord, score_episode  # noqa: E402
 from sim.eval.report import EpisodeResult, summary, table_by_app_and_tier  # noqa: E402
 from sim.eval.task import Task  # noqa: E402
-from sim.eval.tasks import TASKS, get_task  # noqa: E402
-from sim.phone_api import DeviceInfo  # noqa: E402
+from sim.eval.tasks import TASKS  # noqa: E402
+from sim.fleet import SimFleet  # noqa: E402
+from sim.phone import SimPhone  # noqa: E402
 
-KEY_HOME, KEY_BACK = 3, 4
-DISMISS = ("Not now", "Don't allow", "No thanks")
-RETRY_WAIT_S = 1.0
-SCROLL_SEARCH = 2
-SETTLE_S = 1.0  # after an action that can navigate: the sim's spinners last up to 0.8 s
-
-
-class Driver(Protocol):
-    """What the oracle may do to a phone: exactly what adb can."""
-
-    serial: str
-    size: tuple[int, int]
-
-    def screenshot(self) -> Image.Image: ...
-    def tap(self, x: int, y: int) -> None: ...
-    def type_text(self, text: str) -> None: ...
-    def key(self, code: int) -> None: ...
-    def swipe(self, x1: int, y1: int, x2: int, y2: int, ms: int) -> None: ...
-    def launch(self, package: str) -> bool: ...
+PHASES = ("capture", "perception", "llm", "act", "reflection")
+RECORDER_WAIT_S = 15.0  # for the recorder to write an episode's last events
+Flags = tuple[bool, ...]
+MakePolicy = Callable[[Task, SimPhone], Policy]
 
 
-class InProcessDriver:
-    """Calls the phone's ADB-facing methods directly (no sockets)."""
+# ---- scoring from the recorded events -------------------------------------------------------
 
-    def __init__(self, phone: Any) -> None:
+
+class MilestoneProbe:
+    """A policy wrapper that reads the task's milestone flags from the phone at each step.
+
+    The flags at the start of step k are the state after step k-1 (nothing acts on the
+    phone in between). The benchmark's view only: the wrapped policy never sees them.
+    """
+
+    def __init__(self, inner: Policy, task: Task, phone: SimPhone) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.task = task
         self.phone = phone
-        self.serial = phone.info.serial
-        self.size = (phone.info.width, phone.info.height)
+        self.flags_at: dict[int, Flags] = {}  # step -> flags when that step began
 
-    def screenshot(self) -> Image.Image:
-        return self.phone.screenshot().convert("RGB")
+    async def decide(self, ctx: StepContext) -> Decision:
+        self.flags_at.setdefault(ctx.step, self.task.milestone_flags(self.phone))
+        return await self.inner.decide(ctx)
 
-    def tap(self, x: int, y: int) -> None:
-        self.phone.tap(x, y)
+    async def choose(
+        self, ctx: StepContext, target: str, image: bytes, labels: Sequence[int],
+        texts: Sequence[str], points: Sequence[tuple[int, int]] = (),
+    ) -> Choice:
+        return await self.inner.choose(ctx, target, image, labels, texts, points)
 
-    def type_text(self, text: str) -> None:
-        self.phone.type_text(text)
-
-    def key(self, code: int) -> None:
-        self.phone.key(code)
-
-    def swipe(self, x1: int, y1: int, x2: int, y2: int, ms: int) -> None:
-        self.phone.swipe(x1, y1, x2, y2, ms)
-
-    def launch(self, package: str) -> bool:
-        return bool(self.phone.launch(package))
+    async def check_completion(self, ctx: StepContext) -> Completion:
+        return await self.inner.check_completion(ctx)
 
 
-class AdbDriver:
-    """The real path: adbutils -> adb server -> the simulated phone's ADB front end."""
-
-    def __init__(self, device: Any, size: tuple[int, int]) -> None:
-        self.device = device
-        self.serial = device.serial
-        self.size = size
-
-    def screenshot(self) -> Image.Image:
-        png = self.device.shell(["screencap", "-p"], encoding=None, timeout=30)
-        return Image.open(io.BytesIO(png)).convert("RGB")
-
-    def tap(self, x: int, y: int) -> None:
-        self.device.shell(["input", "tap", str(x), str(y)], timeout=30)
-
-    def type_text(self, text: str) -> None:
-        # `input text` takes %s for a space; the list form is shell-quoted by adbutils.
-        self.device.shell(["input", "text", text.replace(" ", "%s")], timeout=30)
-
-    def key(self, code: int) -> None:
-        self.device.shell(["input", "keyevent", str(code)], timeout=30)
-
-    def swipe(self, x1: int, y1: int, x2: int, y2: int, ms: int) -> None:
-        self.device.shell(["input", "swipe", str(x1), str(y1), str(x2), str(y2), str(ms)], timeout=30)
-
-    def launch(self, package: str) -> bool:
-        out = self.device.shell(["monkey", "-p", package, "-c", "android.intent.category.LAUNCHER", "1"],
-                                timeout=30)
-        return "No activities found" not in str(out)
+def read_events(path: Path) -> list[dict[str, Any]]:
+    events = []
+    if path.is_file():
+        for line in path.read_text(encoding="utf-8").splitlines():
+            try:
+                ev = json.loads(line)
+            except ValueError:
+                continue  # a line being written
+            if isinstance(ev, dict):
+                events.append(ev)
+    return events
 
 
-# -- the oracle planner ------------------------------------------------------------------------
-
-
-def _point(p: Sequence[int]) -> tuple[int, int]:
-    return (int(p[0]), int(p[1]))
-
-
-def _box(b: Sequence[float]) -> tuple[float, float, float, float]:
-    return (float(b[0]), float(b[1]), float(b[2]), float(b[3]))
-
-
-def _overlap(a: Sequence[float], b: Sequence[float]) -> float:
-    w = min(a[2], b[2]) - max(a[0], b[0])
-    h = min(a[3], b[3]) - max(a[1], b[1])
-    return max(0.0, w) * max(0.0, h)
-
-
-@dataclass
-class Grounding:
-    kind: str  # grounded | ambiguous | not_found
-    method: str = ""
-    point: tuple[int, int] | None = None
-    box: tuple[float, float, float, float] | None = None
-    candidates: int = 0
-    chooser: bool = False  # the PERFECT CHOOSER picked among candidates
-    reason: str = ""
-
-    def as_dict(self) -> dict[str, object]:
-        return {k: v for k, v in vars(self).items() if v not in (None, "", 0, False)}
-
-
-class OraclePlanner:
-    """Issues a reference solution through perception (see the module docstring)."""
-
-    def __init__(self, perception: Any, driver: Driver, phone: Any, packages: dict[str, str],
-                 settle_s: float = SETTLE_S) -> None:
-        self.perception = perception
-        self.settle_s = settle_s
-        self.typed_last = False  # the previous operation typed: the keyboard is probably up
-        self.driver = driver
-        self.phone = phone  # ground truth: ONLY for the perfect chooser (and scoring, outside)
-        self.packages = packages
-        self.last: Grounding | None = None
-        self.frame: Image.Image | None = None  # the frame the pop-up check just read
-
-    def ground(self, op: ClickText | ClickIcon | LongPress, frame: Image.Image) -> Grounding:
-        from models.grounding import Ambiguous, Grounded
-
-        if isinstance(op, ClickIcon):
-            r = self.perception.ground_icon(frame, op.description, position=op.position)
-        else:
-            r = self.perception.ground_text(frame, op.text)
-        if isinstance(r, Grounded):
-            return Grounding("grounded", r.method, _point(r.point), _box(r.box))
-        if isinstance(r, Ambiguous):
-            # PERFECT CHOOSER: the candidate overlapping the reference target (ground truth).
-            target = resolve(self.phone, op)
-            best = max(r.candidates, key=lambda c: _overlap(c.box, target.bbox)) if target else None
-            if best is None or target is None or _overlap(best.box, target.bbox) <= 0:
-                best = r.candidates[0]  # no overlap: the chooser has nothing better than #1
-            return Grounding("ambiguous", r.method, _point(best.point), _box(best.box),
-                             len(r.candidates), chooser=True, reason=r.reason)
-        return Grounding("not_found", reason=getattr(r, "reason", ""))
-
-    def dismiss_popup(self, frame: Image.Image, op: Operation) -> Operation | None:
-        """Tap a pop-up's dismissive button if one is readable (and is not the target)."""
-        from models.grounding import normalize
-
-        texts = {normalize(t)[0] for t in self.perception.read_text(frame).texts}
-        target = normalize(getattr(op, "text", ""))[0]
-        for word in DISMISS:
-            key = normalize(word)[0]
-            if key in texts and key != target:
-                g = self.ground(ClickText(word), frame)
-                if g.point is not None:
-                    self.driver.tap(*g.point)
-                    time.sleep(self.settle_s)
-                    return ClickText(word)
-        return None
-
-    def page(self, down: bool) -> None:
-        w, h = self.driver.size
-        # 0.6 -> 0.25 of the height: the swipe starts above a soft keyboard (top at ~0.66)
-        a, b = (int(h * 0.6), int(h * 0.25)) if down else (int(h * 0.25), int(h * 0.6))
-        self.driver.swipe(w // 2, a, w // 2, b, 300)
-
-    def perform(self, op: Operation) -> tuple[bool, str, list[Operation]]:
-        """Do op; wait for the screen to settle after anything that can navigate."""
-        out = self._perform(op)
-        self.typed_last = isinstance(op, TypeText)
-        if self.settle_s and not isinstance(op, TypeText | Stop):
-            time.sleep(self.settle_s)  # as a script waits: a tap during a spinner is lost
-        return out
-
-    def _perform(self, op: Operation) -> tuple[bool, str, list[Operation]]:
-        self.last = None
-        self.frame = None
-        recovery: list[Operation] = []
-        if isinstance(op, ClickText | ClickIcon | LongPress | PageDown | PageUp | Swipe):
-            frame = self.driver.screenshot()
-            popped = self.dismiss_popup(frame, op)
-            if popped is not None:
-                recovery.append(popped)
-            else:
-                self.frame = frame  # still current: grounding reuses it (and its OCR)
-        match op:
-            case OpenApp(name=name):
-                pkg = self.packages.get(name.lower())
-                if pkg is None:
-                    return False, f"no package known for {name!r}", recovery
-                return self.driver.launch(pkg), "", recovery
-            case ClickText() | ClickIcon() | LongPress():
-                return self.click(op, recovery)
-            case TypeText(text=text):
-                self.driver.type_text(text)
-                return True, "", recovery
-            case PageDown():
-                self.page(down=True)
-                return True, "", recovery
-            case PageUp():
-                self.page(down=False)
-                return True, "", recovery
-            case Swipe(direction=d):
-                w, h = self.driver.size
-                dx = {"left": -1, "right": 1}.get(d, 0) * int(w * 0.35)
-                dy = {"up": -1, "down": 1}.get(d, 0) * int(h * 0.25)
-                self.driver.swipe(w // 2 - dx, h // 2 - dy, w // 2 + dx, h // 2 + dy, 300)
-                return True, "", recovery
-            case Back():
-                self.driver.key(KEY_BACK)
-                return True, "", recovery
-            case Exit():
-                self.driver.key(KEY_HOME)
-                return True, "", recovery
-            case Wait():
-                time.sleep(RETRY_WAIT_S)
-                return True, "", recovery
-            case Stop():
-                return True, "", recovery
-        return False, f"unsupported operation {op!r}", recovery
-
-    def click(self, op: ClickText | ClickIcon | LongPress,
-              recovery: list[Operation]) -> tuple[bool, str, list[Operation]]:
-        g = self.ground(op, self.frame or self.driver.screenshot())
-        if g.point is None:  # retry once, after a wait (a spinner, an animation)
-            time.sleep(RETRY_WAIT_S)
-            g = self.ground(op, self.driver.screenshot())
-        if g.point is None and self.typed_last:  # the keyboard may hide it: close it
-            self.driver.key(KEY_BACK)
-            recovery.append(Back())
-            time.sleep(self.settle_s)
-            g = self.ground(op, self.driver.screenshot())
-        scrolls = 0
-        while g.point is None and scrolls < SCROLL_SEARCH:  # below the fold?
-            self.page(down=True)
-            recovery.append(PageDown())
-            scrolls += 1
-            time.sleep(self.settle_s)
-            g = self.ground(op, self.driver.screenshot())
-        self.last = g
-        if g.point is None:
-            return False, f"not found: {g.reason}", recovery
-        x, y = g.point
-        if isinstance(op, LongPress):
-            self.driver.swipe(x, y, x, y, 800)
-        else:
-            self.driver.tap(x, y)
-        return True, g.kind, recovery
-
-
-# -- running episodes --------------------------------------------------------------------------
-
-
-def package_map() -> dict[str, str]:
-    """Launcher label -> package, plus the names the paper's instructions use."""
-    from sim.phone.apps import APPS
-
-    out = {a.label.lower(): a.package for a in APPS}
-    aliases = {"google maps": "maps", "google play": "play store", "play": "play store",
-               "alibaba": "alibaba.com"}
-    for alias, label in aliases.items():
-        if label in out:
-            out[alias] = out[label]
+def steps_from_events(events: Sequence[dict[str, Any]], flags_at: dict[int, Flags],
+                      final: Flags) -> list[StepRecord]:
+    """The episode's steps (ok ActionDone events, by step) with the flags after each one."""
+    done = sorted((ev for ev in events if ev.get("event") == "action_done" and ev.get("ok")),
+                  key=lambda ev: int(ev.get("step") or 0))
+    later = sorted(flags_at.items())
+    out = []
+    for ev in done:
+        step = int(ev.get("step") or 0)
+        after = next((flags for k, flags in later if k > step), final)
+        out.append(StepRecord(msgspec.convert(ev["operation"], Operation), after))
     return out
 
 
-@dataclass(frozen=True)
-class RunConfig:
-    perception: Any
-    packages: dict[str, str]
+def step_timings(events: Sequence[dict[str, Any]]) -> list[dict[str, float]]:
+    return [dict(ev.get("phases") or {}) for ev in events if ev.get("event") == "step_timing"]
+
+
+def latency_table(timings: Sequence[dict[str, float]]) -> dict[str, dict[str, float]]:
+    """p50 / p95 seconds per phase over all steps (a phase a step skipped counts as 0)."""
+    out: dict[str, dict[str, float]] = {}
+    for phase in (*PHASES, "total"):
+        vals = sorted(sum(t.values()) if phase == "total" else t.get(phase, 0.0)
+                      for t in timings)
+        if not vals:
+            continue
+        q = statistics.quantiles(vals, n=20, method="inclusive") if len(vals) > 1 else vals * 19
+        out[phase] = {"p50": round(statistics.median(vals), 4), "p95": round(q[18], 4)}
+    return out
+
+
+# ---- running the suite ----------------------------------------------------------------------
+
+
+@dataclass
+class Episode:
+    """One scored episode and what the runner saw of it."""
+
+    result: EpisodeResult
+    serial: str
+    status: str  # the agent's own outcome: succeeded | failed | cancelled
+    reason: str
+    wall_s: float
+    directory: str
+    timings: list[dict[str, float]] = field(default_factory=list)
+
+
+@dataclass
+class SuiteResult:
+    episodes: list[Episode]
+    wall_s: float
+    devices: int
     out_dir: Path
-    frames: bool = False
-    settle_s: float = SETTLE_S
+    report: Path | None = None
+
+    @property
+    def results(self) -> list[EpisodeResult]:
+        return [e.result for e in self.episodes]
+
+    @property
+    def timings(self) -> list[dict[str, float]]:
+        return [t for e in self.episodes for t in e.timings]
+
+    @property
+    def tasks_per_hour(self) -> float:
+        return len(self.episodes) * 3600.0 / self.wall_s if self.wall_s > 0 else 0.0
 
 
-def run_one(task: Task, phone: Any, driver: Driver, cfg: RunConfig,
-            ep_dir: Path | None) -> tuple[EpisodeLog, list[dict[str, object]]]:
-    """The reference solution, then Stop, issued by the oracle; milestones read per step."""
-    oracle = OraclePlanner(cfg.perception, driver, phone, cfg.packages, cfg.settle_s)
-    groundings: list[dict[str, object]] = []
+def oracle_policy(task: Task, phone: SimPhone) -> Policy:
+    from bench.oracle import OraclePolicy
 
-    def perform(op: Operation) -> tuple[bool, str, Sequence[Operation]]:
-        ok, detail, recovery = oracle.perform(op)
-        groundings.append(oracle.last.as_dict() if oracle.last else {})
-        if cfg.frames and ep_dir is not None:
-            img = driver.screenshot()
-            img.thumbnail((540, 1200))
-            img.save(ep_dir / f"step{len(groundings) - 1:02d}.jpg", quality=70)
-        return ok, detail, recovery
-
-    return run_episode(task, phone, [*task.reference, Stop()], perform), groundings
+    return OraclePolicy(task, phone)
 
 
-def episode_jobs(task_ids: Sequence[str], seeds: Sequence[int]) -> list[tuple[str, int]]:
-    return [(t, s) for s in seeds for t in task_ids]
-
-
-def worker_inprocess(jobs: queue.Queue[tuple[str, int]], out: queue.Queue[Any], cfg: RunConfig,
-                     index: int) -> None:
-    from sim.phone import SimPhone
-
-    while True:
+async def run_suite(
+    tasks: Sequence[type[Task]], seeds: Sequence[int], *, devices: int, out_dir: Path,
+    cfg: AgentConfig | None = None, make_policy: MakePolicy = oracle_policy,
+    step_lines: bool = False, on_episode: Callable[[Episode], None] | None = None,
+    report: bool = False, planner: str = "oracle",
+) -> SuiteResult:
+    """Every (task, seed) through the real agent on ``devices`` simulated phones at once."""
+    cfg = cfg or AgentConfig()
+    if not cfg.bus.url:  # an embedded broker on a free port: never collide with a running one
+        cfg = msgspec.structs.replace(cfg, broker=msgspec.structs.replace(cfg.broker, port=0))
+    await anyio.Path(out_dir).mkdir(parents=True, exist_ok=True)
+    episodes: list[Episode] = []
+    perception = PerceptionActor(settings=cfg.perception, workers=cfg.agent.perception_workers)
+    t0 = time.perf_counter()
+    for seed in dict.fromkeys(seeds):
+        queue = [task_cls(seed) for task_cls in tasks]
+        fleet = await anyio.to_thread.run_sync(SimFleet(devices, seed=seed).start)
         try:
-            tid, seed = jobs.get_nowait()
-        except queue.Empty:
-            return
-        phone = SimPhone(DeviceInfo(f"sim{index:02d}"), seed=seed)
-        out.put(_episode(tid, seed, phone, InProcessDriver(phone), cfg))
+            await _run_seed(fleet, queue, cfg, perception, out_dir, make_policy, step_lines,
+                            episodes, on_episode)
+        finally:
+            await anyio.to_thread.run_sync(fleet.stop)
+        await write_results(out_dir, episodes, time.perf_counter() - t0, devices, planner)
+    res = SuiteResult(episodes, time.perf_counter() - t0, devices, out_dir)
+    await write_results(out_dir, episodes, res.wall_s, devices, planner)
+    if report:
+        try:
+            from runtime.report import render_report
+
+            res.report = render_report(out_dir)
+        except Exception as exc:  # the report is a bonus; the run itself completed
+            print(f"(no HTML report: {type(exc).__name__}: {exc})", file=sys.stderr)
+    return res
 
 
-def _episode(tid: str, seed: int, phone: Any, driver: Driver, cfg: RunConfig) -> EpisodeResult:
-    task = get_task(tid)(seed)
-    ep_dir = cfg.out_dir / "episodes" / f"{tid}_seed{seed}"
-    ep_dir.mkdir(parents=True, exist_ok=True)
+async def _run_seed(
+    fleet: SimFleet, queue: list[Task], cfg: AgentConfig, perception: PerceptionActor,
+    out_dir: Path, make_policy: MakePolicy, step_lines: bool, episodes: list[Episode],
+    on_episode: Callable[[Episode], None] | None,
+) -> None:
+    probes: dict[str, MilestoneProbe] = {}
+    current: dict[str, Task] = {}
+
+    def policy_for(serial: str, instr: Instruction) -> Policy:
+        task, phone = current[serial], fleet.phone(serial)
+        assert isinstance(phone, SimPhone)
+        probes[serial] = MilestoneProbe(make_policy(task, phone), task, phone)
+        return probes[serial]
+
+    devices = [AdbDevice(s, capture=cfg.device.capture, timeout_s=cfg.device.timeout_s)
+               for s in fleet.serials]
+    host = AgentHost(cfg, devices, policy_for, record_dir=out_dir,
+                     perception=perception, progress=step_lines)
+
+    async def worker(serial: str) -> None:
+        while queue:
+            task = queue.pop(0)
+            current[serial] = task
+            ep = await run_episode(host, serial, task, fleet.phone(serial), probes, out_dir)
+            episodes.append(ep)
+            if on_episode is not None:
+                on_episode(ep)
+
+    async with anyio.create_task_group() as tg:
+        await tg.start(host.run)
+        await anyio.sleep(0.2)  # the agents' subscriptions are in place
+        async with anyio.create_task_group() as workers:
+            for serial in fleet.serials:
+                workers.start_soon(worker, serial)
+        tg.cancel_scope.cancel()
+
+
+async def run_episode(host: AgentHost, serial: str, task: Task, phone: Any,
+                      probes: dict[str, MilestoneProbe], record_dir: Path) -> Episode:
+    episode_id = f"{task.task_id()}-s{task.seed}"
+    ep_dir = record_dir / safe_name(episode_id)
+    if ep_dir.exists():  # a rerun into the same directory replaces the episode
+        await anyio.to_thread.run_sync(shutil.rmtree, ep_dir)
+    await anyio.to_thread.run_sync(fresh_phone, phone)
+    await anyio.to_thread.run_sync(task.setup, phone)
+    initial = task.milestone_flags(phone)
+    instr = Instruction(id=f"{episode_id}-{os.urandom(3).hex()}", text=task.instruction,
+                        task=task.task_id(), device=serial, max_steps=task.step_budget,
+                        episode_id=episode_id)
+    t0 = time.perf_counter()
+    error: str | None = None
+    status, reason, executed = "failed", "", -1
     try:
-        task.setup(phone)
-        log, groundings = run_one(task, phone, driver, cfg, ep_dir)
-        score = log.score(task)
-        data = log.as_dict()
-        steps = [s.as_dict() for s in log.steps]
-        for step, g in zip((s for s in steps if not s["recovery"]), groundings, strict=False):
-            step["grounding"] = g
-        data["steps"] = steps
-        data["score"] = vars(score)
-        (ep_dir / "trajectory.json").write_text(json.dumps(data, indent=1))
-        return EpisodeResult(tid, task.app, task.tier, seed, score)
-    except Exception as e:  # a runner failure is recorded, not fatal to the run
-        err = f"{type(e).__name__}: {e}"
-        (ep_dir / "error.txt").write_text(err)
-        zero = EpisodeScore(0.0, 0.0, None, 0.0, 0, len(task.reference), 0)
-        return EpisodeResult(tid, task.app, task.tier, seed, zero, error=err)
+        outcome = await host.run_on(serial, instr)
+        status, reason, executed = outcome.status, outcome.reason, len(outcome.operations)
+    except Exception as exc:  # the runner's own failure, not the agent's
+        error = f"{type(exc).__name__}: {exc}"
+    wall = time.perf_counter() - t0
+    success = await anyio.to_thread.run_sync(task.is_successful, phone)
+    final = task.milestone_flags(phone)
+    events = await _recorded(ep_dir / "events.jsonl", executed)
+    probe = probes.pop(serial, None)
+    segments = [m.steps for m in task.milestones()]
+    try:
+        steps = steps_from_events(events, probe.flags_at if probe else {}, final)
+        if executed >= 0 and len(steps) != executed and error is None:
+            error = f"recorder: {len(steps)} of {executed} actions in events.jsonl"
+        score = score_episode(segments, steps, success, initial)
+    except (ValueError, KeyError, msgspec.ValidationError) as exc:
+        error = error or f"scoring: {type(exc).__name__}: {exc}"
+        score = EpisodeScore(1.0 if success else 0.0, 0.0, None, 0.0, 0,
+                             sum(map(len, segments)), 0)
+    result = EpisodeResult(task.task_id(), task.app, task.tier, task.seed, score, error)
+    return Episode(result, serial, status, reason, wall, str(ep_dir), step_timings(events))
 
 
-def run_adb(jobs_list: list[tuple[str, int]], devices: int, cfg: RunConfig,
-            done: Callable[[EpisodeResult], None]) -> None:
-    """One fleet of N phones per seed (a phone's seed is fixed at boot), through adb."""
-    from sim.fleet import SimFleet
+def fresh_phone(phone: Any) -> None:
+    """Forget which apps this phone has launched before, so the pop-ups and spinners a
+    launch draws (keyed by the app's launch count) are the same whatever episodes the
+    phone ran before: with N phones sharing a queue, each phone's history differs with N.
+    ``sim.eval.checks.fresh_start`` keeps the count; this reaches into the simulator (a
+    benchmark may) until it resets it itself."""
+    launches = getattr(phone, "_launches", None)
+    if isinstance(launches, dict):
+        launches.clear()
 
-    def work(fleet: Any, serial: str, q: queue.Queue[tuple[str, int]]) -> None:
-        phone = fleet.phone(serial)
-        driver = AdbDriver(fleet.device(serial), (phone.info.width, phone.info.height))
+
+async def _recorded(path: Path, executed: int) -> list[dict[str, Any]]:
+    """The episode's events once the recorder has its outcome and every performed action."""
+    events: list[dict[str, Any]] = []
+    with anyio.move_on_after(RECORDER_WAIT_S):
         while True:
-            try:
-                tid, s = q.get_nowait()
-            except queue.Empty:
-                return
-            done(_episode(tid, s, phone, driver, cfg))
-
-    for seed in sorted({s for _, s in jobs_list}):
-        q: queue.Queue[tuple[str, int]] = queue.Queue()
-        for j in jobs_list:
-            if j[1] == seed:
-                q.put(j)
-        with SimFleet(devices, seed=seed) as fleet:
-            threads = [threading.Thread(target=work, args=(fleet, s, q), daemon=True)
-                       for s in fleet.serials]
-            for t in threads:
-                t.start()
-            for t in threads:
-                t.join()
+            events = await anyio.to_thread.run_sync(read_events, path)
+            finished = any(ev.get("event") == "episode_finished" for ev in events)
+            actions = sum(1 for ev in events if ev.get("event") == "action_done" and ev.get("ok"))
+            if finished and actions >= executed:
+                break
+            await anyio.sleep(0.1)
+    return events
 
 
-# -- command line --------------------------------------------------------------------------------
+# ---- results ----------------------------------------------------------------------------------
+
+
+def suite_summary(res: SuiteResult, tiers: Sequence[int]) -> dict[str, Any]:
+    summ = summary(res.results, tiers)
+    summ.update({"tasks_per_hour": round(res.tasks_per_hour, 1), "devices": res.devices,
+                 "wall_s": round(res.wall_s, 1)})
+    return summ
+
+
+async def write_results(out_dir: Path, episodes: Sequence[Episode], wall: float, devices: int,
+                        planner: str, extra: dict[str, Any] | None = None) -> None:
+    """``results.json``, rewritten after every seed so an interrupted run keeps its scores."""
+    res = SuiteResult(list(episodes), wall, devices, out_dir)
+    tiers = sorted({e.result.tier for e in episodes})
+    doc = {
+        "config": {"planner": planner, "devices": devices, **(extra or {})},
+        "summary": suite_summary(res, tiers),
+        "episodes": [
+            {"task": e.result.task_id, "app": e.result.app, "tier": e.result.tier,
+             "seed": e.result.seed, "SU": e.result.score.su, "PS": e.result.score.ps,
+             "RE": e.result.score.re, "CR": e.result.score.cr, "steps": e.result.score.steps,
+             "reference_steps": e.result.score.reference_steps, "status": e.status,
+             "reason": e.reason, "device": e.serial, "wall_s": round(e.wall_s, 2),
+             "events": str(Path(e.directory) / "events.jsonl"), "error": e.result.error}
+            for e in episodes
+        ],
+        "latency_s": latency_table(res.timings),
+    }
+    await anyio.Path(out_dir / "results.json").write_text(json.dumps(doc, indent=1))
+
+
+def print_results(res: SuiteResult, out: Any = None) -> None:
+    """The paper's table, per-step latencies, throughput and where the results are."""
+    out = out or sys.stdout
+    tiers = sorted({r.tier for r in res.results})
+    print(file=out)
+    print(table_by_app_and_tier(res.results, tiers), file=out)
+    print(file=out)
+    lat = latency_table(res.timings)
+    print("per-step latency (s):  " + "  ".join(
+        f"{k} p50 {v['p50']:.3f} p95 {v['p95']:.3f}" for k, v in lat.items()), file=out)
+    print(f"{len(res.episodes)} episodes on {res.devices} phone(s) in {res.wall_s:.0f} s: "
+          f"{res.tasks_per_hour:.1f} tasks/hour; results: {res.out_dir / 'results.json'}",
+          file=out)
+    for e in [e for e in res.episodes if e.result.error][:5]:
+        print(f"runner error in {e.result.task_id} seed {e.result.seed}: {e.result.error}",
+              file=sys.stderr)
+    if res.report is not None:
+        print(f"report: {res.report}", file=out)
+
+
+def success_differences(runs: dict[int, SuiteResult]) -> list[str]:
+    """(task, seed) pairs whose SU differs between device counts, described."""
+    su: dict[tuple[str, int], dict[int, float]] = {}
+    for n, res in runs.items():
+        for r in res.results:
+            su.setdefault((r.task_id, r.seed), {})[n] = r.score.su
+    return [f"{tid} seed {seed}: " + ", ".join(f"SU {v:.0f} at N={n}" for n, v in sorted(by.items()))
+            for (tid, seed), by in sorted(su.items())
+            if len(set(by.values())) > 1 or len(by) != len(runs)]
+
+
+# ---- command line -----------------------------------------------------------------------------
 
 
 def parse_ints(text: str, what: str) -> list[int]:
@@ -458,110 +419,140 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seeds", type=lambda s: parse_ints(s, "seed"), default=[0])
     p.add_argument("--tiers", type=lambda s: parse_ints(s, "tier"), default=[1, 2, 3])
     p.add_argument("--tasks", default="", help="comma-separated task ids or app rows (default all)")
-    p.add_argument("--devices", type=int, default=1, help="phones driven in parallel (default 1)")
-    p.add_argument("--transport", choices=("adb", "inprocess"), default="adb",
-                   help="adb: the real path through an adb server (default); inprocess: call the "
-                        "phone's input methods directly")
+    p.add_argument("--devices", type=lambda s: parse_ints(s, "device count"), default=[1],
+                   help="phones driven at once (default 1); a list (1,4) runs the suite at each "
+                        "N and checks that every task's success is the same")
     p.add_argument("--out", type=Path, required=True, help="results directory")
-    p.add_argument("--frames", action="store_true", help="save a JPEG per step")
-    p.add_argument("--settle-s", type=float, default=SETTLE_S,
-                   help=f"wait after each action that can navigate (default {SETTLE_S})")
+    p.add_argument("--settle-s", type=float, default=None,
+                   help="wait after each action before the next frame (default: agent.settle_s)")
+    p.add_argument("--config", help="agent config (default: $MOBAGENT_CONFIG or configs/default.toml)")
+    p.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
+                   help="override one config value (repeatable)")
+    p.add_argument("--report", action="store_true", help="render the HTML report at the end")
     return p
 
 
-@contextlib.contextmanager
-def _progress(total: int) -> Iterator[Callable[[], None]]:
+def _select(args: argparse.Namespace) -> list[type[Task]]:
+    wanted = {w.strip() for w in args.tasks.split(",") if w.strip()} or None
+    return [t for t in TASKS if t.tier in args.tiers
+            and (wanted is None or t.task_id() in wanted or t.app in wanted)]
+
+
+def _llm_policy(cfg: AgentConfig, llm: Any) -> MakePolicy:
+    from actors.planner import LLMPolicy
+
+    def make(_task: Task, _phone: SimPhone) -> Policy:
+        return LLMPolicy(llm, keep_screenshots=cfg.agent.keep_screenshots,
+                         max_reasks=cfg.agent.max_reasks)
+
+    return make
+
+
+async def _run_all(args: argparse.Namespace, cfg: AgentConfig, chosen: list[type[Task]]
+                   ) -> dict[int, SuiteResult]:
+    from contextlib import AsyncExitStack
+
+    runs: dict[int, SuiteResult] = {}
+    async with AsyncExitStack() as stack:
+        make_policy: MakePolicy = oracle_policy
+        if args.planner == "llm":
+            from models.llm import LLMClient
+
+            llm = await stack.enter_async_context(LLMClient(cfg.llm))  # one client and limiter
+            make_policy = _llm_policy(cfg, llm)
+        for n in args.devices:
+            out = args.out if len(args.devices) == 1 else args.out / f"devices-{n}"
+            total = len(chosen) * len(args.seeds)
+            bar = _progress_bar(total, f"N={n}")
+
+            def tick(_ep: Episode, bar: Callable[..., None] = bar) -> None:
+                bar()
+
+            try:
+                runs[n] = await run_suite(
+                    chosen, args.seeds, devices=n, out_dir=out, cfg=cfg, make_policy=make_policy,
+                    on_episode=tick, report=args.report, planner=args.planner)
+            finally:
+                bar(close=True)
+    return runs
+
+
+def _progress_bar(total: int, label: str) -> Callable[..., None]:
     try:
         from tqdm import tqdm
     except ImportError:  # tqdm is a dependency, but a bar is not worth a crash
-        yield lambda: None
-        return
-    bar = tqdm(total=total, unit="episode", file=sys.stderr, dynamic_ncols=True)
-    try:
-        yield bar.update
-    finally:
-        bar.close()
+
+        def nothing(close: bool = False) -> None:
+            return None
+
+        return nothing
+    bar = tqdm(total=total, unit="episode", desc=label, file=sys.stderr, dynamic_ncols=True)
+
+    def tick(close: bool = False) -> None:
+        bar.close() if close else bar.update()
+
+    return tick
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    if args.planner == "llm":
-        print("bench/mobile_eval.py: --planner llm needs the agent loop (issue 6: planner, "
-              "actuator and reflector actors), which is not in this checkout yet; "
-              "use --planner oracle", file=sys.stderr)
-        return 2
-    if not 0 <= args.settle_s <= 10:
+    if args.settle_s is not None and not 0 <= args.settle_s <= 10:
         print("bench/mobile_eval.py: --settle-s must be between 0 and 10 seconds", file=sys.stderr)
         return 2
-    if not 1 <= args.devices <= 64:
+    if any(not 1 <= n <= 64 for n in args.devices):
         print("bench/mobile_eval.py: --devices must be 1..64", file=sys.stderr)
         return 2
     if any(t not in (1, 2, 3) for t in args.tiers):
         print("bench/mobile_eval.py: tiers are 1, 2 and 3", file=sys.stderr)
         return 2
-    try:
-        from models.grounding import Perception
-    except ImportError as e:
-        print(f"bench/mobile_eval.py: the oracle needs perception (models/grounding.py): {e}",
+    chosen = _select(args)
+    if not chosen:
+        print(f"bench/mobile_eval.py: no task matches --tasks {args.tasks!r} and --tiers",
               file=sys.stderr)
         return 2
-    wanted = {w.strip() for w in args.tasks.split(",") if w.strip()} or None
-    chosen = [t for t in TASKS if t.tier in args.tiers
-              and (wanted is None or t.task_id() in wanted or t.app in wanted)]
-    if not chosen:
-        print(f"bench/mobile_eval.py: no task matches --tasks {args.tasks!r} and --tiers", file=sys.stderr)
+    overrides = list(args.set)
+    if args.settle_s is not None:
+        overrides.append(f"agent.settle_s={args.settle_s}")
+    try:
+        cfg = load_agent_config(args.config or default_config_path(), overrides=overrides)
+    except ConfigError as exc:
+        print(f"bench/mobile_eval.py: config error: {exc}", file=sys.stderr)
         return 2
-    out_dir: Path = args.out
-    out_dir.mkdir(parents=True, exist_ok=True)
-    cfg = RunConfig(Perception(), package_map(), out_dir, args.frames, args.settle_s)
-    jobs_list = episode_jobs([t.task_id() for t in chosen], args.seeds)
-    results: list[EpisodeResult] = []
-    lock = threading.Lock()
-    t0 = time.perf_counter()
-    with _progress(len(jobs_list)) as tick:
-        def done(r: EpisodeResult) -> None:
-            with lock:
-                results.append(r)
-                tick()
+    if args.planner == "llm":
+        from models.llm import LLMConfigError
 
-        if args.transport == "adb":
-            run_adb(jobs_list, args.devices, cfg, done)
-        else:
-            jobs: queue.Queue[tuple[str, int]] = queue.Queue()
-            for j in jobs_list:
-                jobs.put(j)
-            out: queue.Queue[EpisodeResult] = queue.Queue()
-            threads = [threading.Thread(target=worker_inprocess, daemon=True,
-                                        args=(jobs, out, cfg, i))
-                       for i in range(args.devices)]
-            for t in threads:
-                t.start()
-            while any(t.is_alive() for t in threads) or not out.empty():
-                try:
-                    done(out.get(timeout=0.2))
-                except queue.Empty:
-                    pass
-    wall = time.perf_counter() - t0
-    order = {t.task_id(): i for i, t in enumerate(TASKS)}
-    results.sort(key=lambda r: (order[r.task_id], r.seed))
-    table = table_by_app_and_tier(results, args.tiers)
-    summ = summary(results, args.tiers)
-    summ.update({"planner": args.planner, "transport": args.transport, "devices": args.devices,
-                 "seeds": args.seeds, "wall_s": round(wall, 1)})
-    (out_dir / "results.json").write_text(json.dumps({
-        "config": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
-        "episodes": [{"task": r.task_id, "app": r.app, "tier": r.tier, "seed": r.seed,
-                      "SU": r.score.su, "PS": r.score.ps, "RE": r.score.re, "CR": r.score.cr,
-                      "steps": r.score.steps, "reference_steps": r.score.reference_steps,
-                      "error": r.error} for r in results],
-        "summary": summ}, indent=1))
-    print(table)
-    errors = [r for r in results if r.error]
-    for r in errors[:5]:
-        print(f"runner error in {r.task_id} seed {r.seed}: {r.error}", file=sys.stderr)
-    print(f"episodes: {len(results)} · wall {wall:.0f} s · trajectories under {out_dir / 'episodes'}")
+        try:
+            cfg.llm.resolve_api_key()
+        except LLMConfigError as exc:
+            print(f"bench/mobile_eval.py: --planner llm: {exc} (or --set llm.base_url=... for a "
+                  "local OpenAI-compatible server); --planner oracle needs no key",
+                  file=sys.stderr)
+            return 2
+    configure_logging(msgspec.structs.replace(cfg.log, level="warning"))
+    runs = anyio.run(_run_all, args, cfg, chosen)
+    tiers = args.tiers
+    for n, res in runs.items():
+        if len(runs) > 1:
+            print(f"\n== {n} phone(s) ==")
+        print_results(res)
+    if len(runs) == 1:
+        (res,) = runs.values()
+        summ = suite_summary(res, tiers)
+        summ.update({"planner": args.planner, "seeds": args.seeds})
+        print(json.dumps(summ))
+        return 0
+    diffs = success_differences(runs)
+    print("\ntasks/hour: " + ", ".join(f"N={n}: {r.tasks_per_hour:.1f}" for n, r in runs.items()))
+    print("same per-task success at every N" if not diffs else
+          "per-task success differs:\n  " + "\n  ".join(diffs))
+    first = next(iter(runs.values()))
+    summ = suite_summary(first, tiers)
+    summ.update({"planner": args.planner, "seeds": args.seeds, "devices": list(runs),
+                 "tasks_per_hour": {str(n): round(r.tasks_per_hour, 1) for n, r in runs.items()},
+                 "by_devices": {str(n): suite_summary(r, tiers) for n, r in runs.items()},
+                 "same_success": not diffs, "success_differences": diffs})
     print(json.dumps(summ))
-    return 0
+    return 0 if not diffs else 1
 
 
 if __name__ == "__main__":

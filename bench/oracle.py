@@ -4,10 +4,12 @@ It stands in for the LLM only: every operation still goes through capture, perce
 (real OCR and icon grounding), the actuator (real adb) and the reflector. Where the LLM
 would pick one of several grounding candidates (the chooser), the oracle looks at the
 simulator's ground truth and picks the candidate that lies on the matching element, as a
-perfect chooser would; and, like a careful script, it dismisses the simulator's system
-pop-ups, waits out spinners and repeats an operation that had no effect once (each of
-these costs a step, so PS and RE show them). It lives in bench/ because actors may not
-see the simulator.
+perfect chooser would (or answers "none" when no candidate lies on a tappable element
+named like the target); and, like a careful script, it dismisses the
+simulator's system pop-ups, waits out spinners, and repeats once an operation that found
+nothing (after a Wait, so that it is grounded on a fresh frame) or changed nothing (never
+a Type, which would type the text twice). Each of these costs a step, so PS and RE show
+them. It lives in bench/ because actors may not see the simulator.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from actors.planner import Choice, Completion, Decision, StepContext
-from runtime.operations import ClickText, Operation, Stop, Wait, format_operation
+from runtime.operations import ClickText, Operation, Stop, TypeText, Wait, format_operation
 from sim.eval.task import Task
 from sim.phone import SimPhone
 
@@ -32,6 +34,7 @@ class OraclePolicy:
         self._i = 0
         self._waits = 0
         self._retried = 0  # the reference index last retried
+        self._waited_for = 0  # the reference index last waited for before its retry
 
     async def decide(self, ctx: StepContext) -> Decision:
         extra = self._script_fixes(ctx)
@@ -50,7 +53,12 @@ class OraclePolicy:
     def _script_fixes(self, ctx: StepContext) -> tuple[Operation, str] | None:
         """What a careful script does besides the reference steps (each costs a step):
         dismiss the simulator's system pop-ups, wait out a spinner, and issue an operation
-        once more when it found nothing or changed nothing (a spinner ate the tap)."""
+        once more when it found nothing or changed nothing (a spinner ate the tap). Before
+        retrying a target that was not found it waits once: the agent grounds a step on the
+        last frame it took, and a frame taken during a spinner stays the last one until an
+        action is performed, so without the wait the retry reads the same spinner again (and
+        whether the first try saw the spinner depends on timing, e.g. on how many phones
+        share the CPU)."""
         phone = self.phone
         if phone is not None:
             for text in POPUP_DISMISS:
@@ -63,9 +71,18 @@ class OraclePolicy:
         last = ctx.history[-1] if ctx.history else None
         if (last is not None and 0 < self._i <= len(self.ops) - 1 and self._retried < self._i
                 and last.action == self.ops[self._i - 1]
-                and (last.result == "not found" or last.verdict == "unchanged")):
+                and (last.result == "not found"
+                     # typing twice doubles the text: a script never retypes on a still frame
+                     or (last.verdict == "unchanged" and not isinstance(last.action, TypeText)))):
+            if last.result == "not found" and self._waited_for < self._i:
+                self._waited_for = self._i
+                return Wait(), "the target was not on the last frame: wait for a fresh one"
             self._retried = self._i
-            return last.action, "the last step had no effect; once more"
+            return self.ops[self._i - 1], "the last step had no effect; once more"
+        if (self._waited_for == self._i and self._retried < self._i and last is not None
+                and isinstance(last.action, Wait)):
+            self._retried = self._i
+            return self.ops[self._i - 1], "after the wait, the step that found nothing; once more"
         return None
 
     async def choose(
@@ -78,23 +95,33 @@ class OraclePolicy:
             exact = [n for n, t in zip(labels, texts, strict=False) if t.strip() == target.strip()]
             return Choice(exact[0] if exact else labels[0])
         want = target.strip().lower()
+        # Icon candidates are mere boxes (no text, or a number); text ones are OCR matches.
+        icon = all(not t.strip() or _is_number(t) for t in texts)
         best, best_score = labels[0], -1
         elements = self.phone.elements()
         for n, (x, y) in zip(labels, points, strict=False):
-            score = 0
-            for el in elements:
+            tappable = named = False
+            for el in elements:  # the point's elements: a row and the label inside it
                 x0, y0, x1, y1 = el.bbox
                 if not (x0 <= x <= x1 and y0 <= y <= y1):
                     continue
-                named = want in {el.text.lower(), el.desc.lower(), (el.icon or "").lower()}
-                score = max(score, (2 if el.clickable or el.editable else 0) + (1 if named else 0))
+                names = {el.desc.lower(), (el.icon or "").lower()}
+                # a text target names an element whose text holds it whole (a long title
+                # is cut short on screen, never in the ground truth); an icon, by name
+                named = named or want in names or (
+                    want == el.text.lower() if icon else want in el.text.lower())
+                # Tapping the field one is typing into does nothing new: its text is not
+                # the target (a search suggestion that repeats the query is).
+                typing_into = el.editable and el.focused
+                tappable = tappable or ((el.clickable or el.editable) and not typing_into)
+            score = (2 if tappable else 0) + (1 if named else 0)
             if score > best_score:
                 best, best_score = n, score
-        # Text candidates are OCR matches of the target already: the best tappable one is
-        # right. Icon candidates are mere boxes: a perfect chooser answers "none" rather than
-        # tap an element that is not the named icon.
-        icon = all(not t.strip() or _is_number(t) for t in texts)
-        if icon and best_score % 2 == 0:
+        # A perfect chooser taps a candidate that lies on a tappable element named like the
+        # target, and answers "none" otherwise: an icon box on something else, the title
+        # "New note" for the note's "Note" field while that field is not on the frame yet,
+        # the query in the search bar for a result that has not loaded.
+        if best_score < 3:
             return Choice(None)
         return Choice(best)
 

@@ -139,13 +139,13 @@ def raw_device_rate(port: int, command: bytes, seconds: float) -> float:
         return done / (time.monotonic() - t0)
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     ap.add_argument("--seconds", type=float, default=3.0, help="per measurement (default 3)")
     ap.add_argument("--counts", default="1,8", help="fleet sizes (default 1,8)")
     ap.add_argument("--adb-port", type=int, default=None,
                     help="use this running adb server instead of a private one")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     counts = [int(c) for c in args.counts.split(",") if c.strip()]
     factory, phone_kind = pick_phone()
     if args.adb_port is None:

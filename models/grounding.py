@@ -2,8 +2,9 @@
 
 The LLM never gives coordinates; this module finds them on a frame and answers with one of:
 - `Grounded`: one confident match, with the point to tap and the evidence box;
-- `Ambiguous`: several candidates, numbered and drawn on ONE image (plus a crop each), for the
-  planner to choose from in one LLM call (Mobile-Agent's approach);
+- `Ambiguous`: several candidates, or one uncertain one, numbered and drawn on ONE image (plus a
+  crop each), for the planner to choose from (or reject) in one LLM call (Mobile-Agent's
+  approach);
 - `NotFound`: nothing matched; `closest` lists what is on screen so the LLM can correct itself.
 
 `Perception` is the facade the perception actor and the benchmark oracle call. It is
@@ -86,6 +87,12 @@ GroundResult = Grounded | Ambiguous | NotFound
 class TextMatchSettings(msgspec.Struct, frozen=True, kw_only=True):
     fuzzy_min: float = 0.75  # similarity (0..1) below which a line is not a fuzzy match
     fuzzy_margin: float = 0.08  # the best fuzzy match must beat the next by this much
+    # Without an exact line match, a match is only Grounded when it is unique and strong (see
+    # `match_text`); otherwise it is Ambiguous, so the planner confirms it or says none fits.
+    confident_fuzzy: float = 0.9  # a unique whole-line fuzzy match at least this similar
+    # A unique whole-word match is Grounded when the rest of its line is at most this share
+    # of the query's length (normalised characters): "Inbox 3" for "Inbox", not "10:30" for "10".
+    word_extra_frac: float = 0.25
     max_candidates: int = 6  # Ambiguous shows at most this many
     closest: int = 5  # NotFound lists this many texts
     merge_row_gap: float = 1.2  # lines on one row closer than this many line heights are joined
@@ -116,16 +123,22 @@ class PerceptionSettings(msgspec.Struct, frozen=True, kw_only=True):
 
 
 def normalize(text: str) -> tuple[str, list[int]]:
-    """Case-folded, NFKC (full-width -> ASCII) text without spaces or punctuation.
+    """Case-folded, NFKC (full-width -> ASCII) text without spaces, punctuation or accents.
 
     Returns the normalised string and, for each of its characters, the index of the
     original character it came from (so that a match can be mapped back to char boxes).
     Spaces are dropped because OCR loses them in small text ("Other modules" -> "Othermodules").
+    Accents on Latin, Greek and Cyrillic letters are dropped because the recogniser often
+    misses them ("Français" is read "Francais"); other scripts keep their marks.
     """
     out: list[str] = []
     index: list[int] = []
     for i, ch in enumerate(text):
-        for c in unicodedata.normalize("NFKC", ch).casefold():
+        folded = unicodedata.normalize("NFKC", ch).casefold()
+        if folded and ord(folded[0]) < 0x0530:
+            folded = "".join(c for c in unicodedata.normalize("NFD", folded)
+                             if unicodedata.category(c) != "Mn")
+        for c in folded:
             cat = unicodedata.category(c)
             # Punctuation, separators, controls and marks such as (R)/(TM) are dropped;
             # currency and math signs ($, +) stay: they carry meaning.
@@ -230,6 +243,7 @@ class TextMatch(msgspec.Struct, frozen=True):
     label: str
     score: float
     method: str
+    certain: bool = True  # False: a word/fuzzy match that the planner should confirm
 
 
 def _row_groups(lines: Sequence[OcrLine], gap: float) -> list[OcrLine]:
@@ -286,12 +300,34 @@ def _column_pairs(lines: Sequence[OcrLine]) -> list[OcrLine]:
     return out
 
 
+def _separated(line: OcrLine, i: int) -> bool:
+    """Whether characters i and i+1 of a line stand apart (a word gap whose space was lost, or
+    an icon read as a letter: "QManage" for a ticket icon next to "Manage"), judged from the
+    char boxes: their centres lie much further apart than the line's usual spacing."""
+    boxes = line.char_boxes
+    if len(boxes) < 4 or i < 0 or i + 1 >= len(boxes):
+        return False
+    centres = [(b[0] + b[2]) / 2 for b in boxes]
+    steps = sorted(centres[k + 1] - centres[k] for k in range(len(centres) - 1))
+    usual = steps[len(steps) // 2]
+    return usual > 0 and centres[i + 1] - centres[i] > 1.8 * usual
+
+
 def match_text(lines: Sequence[OcrLine], query: str,
                settings: TextMatchSettings | None = None) -> tuple[list[TextMatch], list[str]]:
     """Candidate boxes for `query`, best first, and the closest texts (for NotFound).
 
-    Order: exact line -> word/phrase inside a line (the sub-box) -> fuzzy. The first stage
-    that finds anything decides.
+    Order: exact line -> word/phrase inside a line (the sub-box) -> fuzzy. An exact match
+    decides alone. Without one, the word matches come first and the fuzzy ones after them,
+    and each is marked `certain` only when it is unique on screen and strong:
+    - a word/phrase match: on word boundaries in the line as read, no other place matches,
+      and the rest of the line is short (at most `word_extra_frac` of the query's normalised
+      length: "Inbox 3" for "Inbox", not "Save note" for "Save" nor "10:30" for "10");
+    - a fuzzy match: the whole line (not a window of it), similarity >= `confident_fuzzy`,
+      and no other line within `fuzzy_margin` of it.
+    Everything else is uncertain: the caller answers Ambiguous, even with one candidate,
+    because a word found inside another line, or a near-miss spelling, is often a different
+    element than the one meant (the target itself may be unread or hidden).
     """
     s = settings or TextMatchSettings()
     q, _ = normalize(query)
@@ -312,27 +348,37 @@ def match_text(lines: Sequence[OcrLine], query: str,
         exact = [TextMatch(ln.box, ln.text, ln.score, "exact") for ln, n in stacked
                  if fold_confusables(n) == fold_confusables(q)]
     if exact:
+        # Several exact places: the most literal reading (case, spaces, symbols) first.
+        as_typed = " ".join(query.split())
+        exact.sort(key=lambda m: -similarity(as_typed, " ".join(m.label.split())))
         return _unique_boxes(exact), []
 
-    inner: list[tuple[bool, TextMatch]] = []
+    inner: list[tuple[bool, int, TextMatch]] = []  # (on word boundaries, extra chars, match)
     for ln, n, idx in normed + joined:
         start = n.find(q)
         while start >= 0:
             a, b = idx[start], idx[start + len(q) - 1] + 1
             # A match on word boundaries ("Sign in" in "Sign in now") beats one inside a
             # word ("in" in "Sign"); spaces can be lost, so the latter still counts.
-            bounded = (a == 0 or not ln.text[a - 1].isalnum()) and (
-                b >= len(ln.text) or not ln.text[b].isalnum())
-            inner.append((bounded, TextMatch(ln.span_box(a, b), ln.text, ln.score, "word")))
+            bounded = (a == 0 or not ln.text[a - 1].isalnum() or _separated(ln, a - 1)) and (
+                b >= len(ln.text) or not ln.text[b].isalnum() or _separated(ln, b - 1))
+            inner.append((bounded, len(n) - len(q),
+                          TextMatch(ln.span_box(a, b), ln.text, ln.score, "word", False)))
             start = n.find(q, start + 1)
     # Inside a word only for longer queries: "ok" inside "Bookmarks" is no match.
-    best = [m for bounded, m in inner if bounded] or (
-        [m for _, m in inner] if len(q) >= 4 else [])
-    if best:
-        return _unique_boxes(best), []
+    words = [(extra, m) for bounded, extra, m in inner if bounded] or (
+        [(extra, m) for _, extra, m in inner] if len(q) >= 4 else [])
+    word_matches = _unique_boxes([m for _, m in words])
+    if len(word_matches) == 1 and any(bounded for bounded, _, _ in inner):
+        extra = min(e for e, _ in words)
+        if extra <= s.word_extra_frac * len(q):
+            word_matches = [msgspec.structs.replace(word_matches[0], certain=True)]
 
-    scored: list[tuple[float, TextMatch]] = []
+    scored: list[tuple[float, bool, TextMatch]] = []  # (similarity, whole line, match)
+    literal: set[str] = set()  # lines holding the query verbatim: judged by the word stage
     for ln, n, idx in normed + joined:
+        if q in n:
+            literal.add(ln.text)
         if not n:
             continue
         if len(n) > len(q) * 1.5 and len(q) >= 3:
@@ -340,20 +386,35 @@ def match_text(lines: Sequence[OcrLine], query: str,
             # Penalise a window lightly: a whole-line match is stronger evidence.
             r *= 0.97
             box = ln.span_box(idx[a], idx[b - 1] + 1) if b > a else ln.box
+            whole = False
         else:
-            r, box = similarity(q, n), ln.box
-        scored.append((r, TextMatch(box, ln.text, r, "fuzzy")))
+            r, box, whole = similarity(q, n), ln.box, True
+        scored.append((r, whole, TextMatch(box, ln.text, r, "fuzzy", False)))
     scored.sort(key=lambda t: -t[0])
-    closest = list(dict.fromkeys(m.label for _, m in scored[: s.closest * 2]))[: s.closest]
+    closest = list(dict.fromkeys(m.label for _, _, m in scored[: s.closest * 2]))[: s.closest]
     # Short strings ("10", "PE") are never matched fuzzily: one wrong character is a new word.
     floor = 1.01 if len(q) <= 3 else s.fuzzy_min if len(q) > 5 else max(s.fuzzy_min, 0.8)
-    good = [(r, m) for r, m in scored if r >= floor]
-    if not good:
-        return [], closest
-    if len(good) == 1 or good[0][0] - good[1][0] >= s.fuzzy_margin:
-        return [good[0][1]], closest
-    top = good[0][0]
-    return _unique_boxes([m for r, m in good if top - r < s.fuzzy_margin]), closest
+    good = [(r, whole, m) for r, whole, m in scored if r >= floor]
+    fuzzy: list[TextMatch] = []
+    if good:
+        top = good[0][0]
+        near = [m for r, _, m in good if top - r < s.fuzzy_margin]
+        fuzzy = _unique_boxes(near)
+        if len(fuzzy) == 1 and good[0][1] and top >= s.confident_fuzzy:
+            fuzzy = [msgspec.structs.replace(fuzzy[0], certain=True)]
+
+    if word_matches:
+        # The word matches lead; fuzzy lines elsewhere are offered after them, for the
+        # planner to choose from, but never make a word match certain.
+        extra_fuzzy = _unique_boxes(word_matches + [
+            msgspec.structs.replace(m, certain=False) for m in fuzzy
+            if m.label not in literal])[len(word_matches):]
+        if extra_fuzzy and word_matches[0].certain:
+            word_matches = [msgspec.structs.replace(word_matches[0], certain=False)]
+        return word_matches + extra_fuzzy, []
+    if fuzzy:
+        return fuzzy, closest
+    return [], closest
 
 
 def _unique_boxes(matches: list[TextMatch]) -> list[TextMatch]:
@@ -384,14 +445,22 @@ def ground_text_in(ocr: OcrResult, rgb: np.ndarray | None, query: str,
         reason = "no text on screen" if not ocr.lines else "no text on screen matches"
         return NotFound(query=query, reason=reason,
                         closest=tuple(closest or [ln.text for ln in ocr.lines[: s.closest]]))
-    if len(matches) == 1:
+    if len(matches) == 1 and matches[0].certain:
         m = matches[0]
         return Grounded(query=query, point=box_center(m.box), box=m.box, label=m.label,
                         score=m.score, method=m.method)
     shown = matches[: s.max_candidates]
+    more = f"; showing {len(shown)}" if len(shown) < len(matches) else ""
+    if shown[0].method == "exact":
+        reason = f"{len(matches)} places match exactly{more}"
+    else:
+        kinds = " or ".join(dict.fromkeys(
+            "the text inside a longer line" if m.method == "word" else "a similar text"
+            for m in matches))
+        reason = (f"no exact match, only {len(matches)} uncertain candidate"
+                  f"{'s' if len(matches) > 1 else ''} ({kinds}){more}: confirm one, or none")
     return _ambiguous(query, rgb, [(m.box, m.label, m.score) for m in shown], shown[0].method,
-                      f"{len(matches)} places match" + (
-                          f"; showing {len(shown)}" if len(shown) < len(matches) else ""))
+                      reason)
 
 
 def _ambiguous(query: str, rgb: np.ndarray | None, items: Sequence[tuple[Box, str, float]],

@@ -19,6 +19,7 @@ never delivered: each becomes an ``Error`` (logged, counted, and published to
 
 from __future__ import annotations
 
+import errno
 import math
 import random
 import ssl
@@ -122,6 +123,35 @@ def _tls_context(cfg: BusConfig) -> ssl.SSLContext:
     if tls.insecure:
         ctx.check_hostname = False
     return ctx
+
+
+class _GuardedClient(aiomqtt.Client):
+    """aiomqtt's client, minus one race: a write callback registered for a dead socket.
+
+    paho may ask for a writer from its connect thread; aiomqtt schedules ``add_writer`` on
+    the loop, and when the connection died in between, the fd is closed by the time it
+    runs and the loop reports ``OSError(EBADF)`` as an unhandled error. A writer for a
+    closed socket has nothing to write, so that one error is dropped (the reconnect loop
+    already handles the dead connection). Overrides a private hook: aiomqtt is pinned <3.
+    """
+
+    def _on_socket_register_write(self, client: Any, userdata: Any, sock: Any) -> None:
+        def write() -> None:
+            try:
+                client.loop_write()
+            except Exception as exc:  # a broken pipe: let the connection loop reconnect
+                if not self._disconnected.done():
+                    self._disconnected.set_exception(exc)
+
+        def register(fd: int) -> None:
+            try:
+                self._loop.add_writer(fd, write)
+            except OSError as exc:
+                if exc.errno != errno.EBADF:
+                    raise
+                log.debug("bus_writer_for_closed_socket", fd=fd)
+
+        self._loop.call_soon_threadsafe(register, sock.fileno())
 
 
 class Bus:
@@ -231,7 +261,7 @@ class Bus:
         else:
             kwargs["protocol"] = aiomqtt.ProtocolVersion.V311
             kwargs["clean_session"] = not self.persistent
-        client = aiomqtt.Client(
+        client = _GuardedClient(
             self.address.host,
             self.address.port,
             username=username,

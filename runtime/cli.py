@@ -2,10 +2,11 @@
 
 Other packages add subcommands through the entry-point group ``mobagent.commands``: each
 entry point is a callable ``register(subparsers) -> None`` that adds an argparse subparser
-and sets ``func=(args) -> int`` with ``set_defaults``; it may replace a built-in command
-(the fleet's ``serve``). ``prepare`` and ``run_until_signalled`` are the helpers such a
-command uses. The runtime never imports them directly. Commands the later work owns print
-"not yet available" until registered.
+and sets ``func=(args) -> int`` with ``set_defaults``; it may replace a built-in command:
+the agent's ``serve`` (actors/serve.py: the fleet with the agent on every phone) replaces
+the bare host runtime here, which it still runs for ``serve --runtime-only``. ``prepare``
+and ``run_until_signalled`` are the helpers such a command uses. The runtime never imports
+them directly. A plug-in command that is missing (a broken install) says so when run.
 
 Exit codes: 0 success, 1 failure (episode failed, broker unreachable, ...), 2 usage or
 configuration error, 3 timed out, 130 interrupted.
@@ -50,12 +51,14 @@ from runtime.messages import (
 log = structlog.get_logger(__name__)
 
 ENTRY_POINT_GROUP = "mobagent.commands"
-LATER_COMMANDS = {
+# Commands other packages provide (entry points); named here so a broken install says so.
+PLUGIN_COMMANDS = {
     "sim": "run simulated phones",
-    "run": "run a task set on the fleet",
+    "run": "run one instruction on a phone",
     "bench": "run the benchmarks",
     "report": "render an HTML report of recorded episodes",
     "demo": "the main job on embedded defaults",
+    "replay": "re-run a recorded episode's actions on a device",
 }
 EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_TIMEOUT, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
@@ -276,9 +279,10 @@ def _count(text: str) -> int:
     return value
 
 
-def _not_yet(name: str) -> Callable[[argparse.Namespace], int]:
+def _not_installed(name: str) -> Callable[[argparse.Namespace], int]:
     def run(args: argparse.Namespace) -> int:
-        print(f"mobagent {name}: not yet available in this build", file=sys.stderr)
+        print(f"mobagent {name}: this command's package is not installed or failed to load "
+              "(reinstall with `pip install -e .`, see the message above)", file=sys.stderr)
         return EXIT_USAGE
 
     return run
@@ -326,18 +330,20 @@ def build_parser(load_plugins: bool = True) -> argparse.ArgumentParser:
     # Plug-ins first: one may replace a built-in (the fleet's ``serve`` replaces the bare one).
     if load_plugins:
         _load_plugins(sub)
-    if "serve" not in sub.choices:
+    if "serve" not in sub.choices:  # no agent plug-in (actors/serve.py): the bare runtime
         p = sub.add_parser("serve", help="run the host runtime (embedded broker unless bus.url is set)",
                            description="Run the host runtime until interrupted.")
+        p.add_argument("--runtime-only", action="store_true",
+                       help="the host runtime alone (what this build's serve always is)")
         p.set_defaults(func=cmd_serve)
     if "submit" not in sub.choices:
         _add_submit(sub)
     if "watch" not in sub.choices:
         _add_watch(sub)
-    for name, help_ in LATER_COMMANDS.items():
+    for name, help_ in PLUGIN_COMMANDS.items():
         if name not in sub.choices:
-            q = sub.add_parser(name, help=f"{help_} (not yet available)")
-            q.set_defaults(func=_not_yet(name))
+            q = sub.add_parser(name, help=f"{help_} (not installed)")
+            q.set_defaults(func=_not_installed(name))
     return parser
 
 

@@ -36,10 +36,9 @@ import uuid
 from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
-import msgspec
 import structlog
 from anyio.abc import TaskGroup, TaskStatus
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
@@ -47,7 +46,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from runtime import topics
 from runtime.actor import Actor, BusLike, Publisher, run_actors
 from runtime.bus import Backoff
-from runtime.config import Positive, RuntimeConfig, Section
+from runtime.config import FleetConfig, RuntimeConfig
 from runtime.dedupe import SeenIds
 from runtime.device import AdbDevice
 from runtime.host import VERSION, HostRuntime, InstructionGate, host_name
@@ -74,27 +73,6 @@ log = structlog.get_logger(__name__)
 
 DeviceState = Literal["idle", "busy", "offline"]
 OFFLINE_REASON = "device offline"
-
-
-class FleetConfig(Section):
-    """The fleet's knobs (a ``[fleet]`` section when the lead adds it to the root config)."""
-
-    max_queued_per_device: Annotated[int, msgspec.Meta(ge=0, le=10_000)] = 4
-    max_fleet_queue: Annotated[int, msgspec.Meta(ge=0, le=100_000)] = 64
-    cancel_grace_s: Positive = 5.0  # Cancel -> hard stop when no safe point came in time
-    episode_timeout_s: Positive = 1800.0
-    adb_host: str = "127.0.0.1"
-    adb_port: Annotated[int, msgspec.Meta(ge=0, le=65535)] = 0  # 0: $ANDROID_ADB_SERVER_PORT or 5037
-    adb_timeout_s: Positive = 15.0
-    startup_wait_s: Positive = 10.0  # instructions wait this long for the first listing
-    serials: list[str] = []  # only these phones (empty: every phone adb lists)
-    publish_timeout_s: Positive = 60.0  # terminal events and status retry this long
-    offline_poll_s: Positive = 0.5  # after a device-offline failure, how often to re-check it
-    # Who announces an episode that reached the worker: "fleet" (EpisodeStarted, EpisodeFinished
-    # and busy/idle status), or "worker" when run_episode publishes them itself (the agent's
-    # DeviceAgent does). The fleet always reports what the worker cannot: rejections, queued
-    # cancels, a phone lost mid-episode, a hard stop after the cancel grace, and offline.
-    lifecycle_events: Literal["fleet", "worker"] = "fleet"
 
 
 # ---- what the per-phone work is given ---------------------------------------------------
@@ -322,6 +300,8 @@ class FleetManager(Actor):
         self._tg: TaskGroup | None = None
         self._host_devices: tuple[str, ...] | None = None
         self._wanted = set(self.config.serials)
+        self._stop_requested = False
+        self._stopped = anyio.Event()  # main has ended and said so on every phone's status
 
     # ---- public view -----------------------------------------------------------------
 
@@ -479,6 +459,9 @@ class FleetManager(Actor):
     async def main(self) -> None:
         for slot in self._slots.values():  # a restart of this actor: rediscover everything
             slot.online, slot.scope, slot.tg, slot.done = False, None, None, None
+        if self._stop_requested:
+            self._stopped.set()
+            return
         try:
             async with anyio.create_task_group() as tg:
                 self._tg = tg
@@ -488,6 +471,22 @@ class FleetManager(Actor):
             with anyio.CancelScope(shield=True), anyio.move_on_after(10):
                 for slot in list(self._slots.values()):
                     await self._set_status(slot, "offline", "host stopped")
+            self._stopped.set()
+
+    async def stop(self, timeout_s: float = 15.0) -> None:
+        """An orderly stop while the bus is still up: end every phone's group (a running
+        episode finishes as ``failed: host stopping``) and mark each phone offline.
+
+        Cancelling the host instead tears the bus down at the same time, and those last
+        messages can be lost; ``serve_fleet`` calls this first.
+        """
+        self._stop_requested = True
+        if self._tg is not None:
+            self._tg.cancel_scope.cancel()
+        elif not self._ready.is_set():
+            return  # main never ran: nothing to say
+        with anyio.move_on_after(timeout_s):
+            await self._stopped.wait()
 
     async def _discover(self) -> None:
         backoff = Backoff(0.5, 10.0)
@@ -497,7 +496,9 @@ class FleetManager(Actor):
                 try:
                     listing = await self._list_devices()
                 except Exception as exc:
-                    log.warning("fleet_adb_list_failed", error=f"{type(exc).__name__}: {exc}")
+                    log.warning("fleet_adb_list_failed", error=f"{type(exc).__name__}: {exc}",
+                                adb=f"{self.config.adb_host}:{self._adb_port}",
+                                hint="is an adb server running there? `adb start-server`")
                     listing = None
                 if listing is not None:
                     await self._reconcile(listing)
@@ -831,13 +832,15 @@ async def serve_fleet(
     run_episode: RunEpisode,
     *,
     fleet_config: FleetConfig | None = None,
+    extra_actors: Callable[[Any], Sequence[Actor]] | None = None,
     task_status: TaskStatus[str] = anyio.TASK_STATUS_IGNORED,
 ) -> None:
     """``mobagent serve`` with a fleet: the host runtime, whose instructions go to the phones.
 
-    Call it from the serve command with the agent's ``run_episode``; it returns when
-    cancelled. On a 3.1.1 broker (the embedded one) fleet-wide instructions are dispatched
-    locally, which is right for a single host only.
+    ``fleet_config`` defaults to the config's ``[fleet]`` section; ``extra_actors(bus)`` adds
+    actors on the host's bus (the agent's recorder). Returns when cancelled. On a 3.1.1
+    broker (the embedded one) fleet-wide instructions are dispatched locally, which is right
+    for a single host only.
     """
     holder: list[FleetManager] = []
 
@@ -846,11 +849,53 @@ async def serve_fleet(
 
     def actors(bus: Any) -> list[Actor]:
         fleet = FleetManager(bus, run_episode=run_episode, host=host_name(cfg),
-                             config=fleet_config, max_instruction_chars=cfg.limits.max_instruction_chars)
+                             config=fleet_config or cfg.fleet,
+                             max_instruction_chars=cfg.limits.max_instruction_chars)
         holder.append(fleet)
         if getattr(bus, "protocol", None) != "5":
             log.warning("fleet_local_dispatch", protocol=getattr(bus, "protocol", None),
                         hint="MQTT 3.1.1 has no shared subscriptions: run one host per broker")
-        return [fleet]
+        return [fleet, *(extra_actors(bus) if extra_actors is not None else ())]
 
-    await HostRuntime(cfg, on_instruction=on_instruction, actors=actors).run(task_status=task_status)
+    runtime = HostRuntime(cfg, on_instruction=on_instruction, actors=actors)
+    # The host runs shielded from our caller's cancellation, so that a stop is orderly: the
+    # fleet ends its phones' groups and publishes their outcomes and offline status while
+    # the bus is still connected, and only then is the host (bus, broker) cancelled.
+    host_scope = anyio.CancelScope(shield=True)
+    host_done = anyio.Event()
+    started = _Started()
+
+    async def run_host() -> None:
+        try:
+            with host_scope:
+                await runtime.run(task_status=started)
+        finally:
+            host_done.set()
+            started.event.set()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(run_host)
+        try:  # not tg.start: a stop during start-up must reach the shielded host too
+            await started.event.wait()
+            if not host_done.is_set():
+                task_status.started(started.value)
+            await host_done.wait()  # the host only ends by itself on an error (raised by tg)
+        finally:
+            with anyio.CancelScope(shield=True):
+                if holder and started.value and not host_done.is_set():
+                    await holder[0].stop()
+                host_scope.cancel()
+                with anyio.move_on_after(30):
+                    await host_done.wait()
+
+
+class _Started:
+    """A ``TaskStatus`` that remembers the value (the broker URL) and sets an event."""
+
+    def __init__(self) -> None:
+        self.event = anyio.Event()
+        self.value = ""
+
+    def started(self, value: str | None = None) -> None:
+        self.value = value or ""
+        self.event.set()

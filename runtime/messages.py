@@ -7,6 +7,10 @@ with ``mosquitto_sub``) and msgpack for messages that carry images; ``decode`` a
 either, telling them apart by the first byte (a JSON object starts with ``{``, which is
 never the first byte of a msgpack map). ``decode_payload`` never raises (``decode_for`` raises ``Rejected``): a malformed,
 oversized or unexpected payload becomes an ``Error`` naming the topic and the reason.
+
+Requests (``FrameRequest``, ``GroundRequest``, ``ActRequest``, ``ReflectRequest``) carry a
+``request_id``; their answers are the ordinary step events carrying the same id, so the
+asker can match its reply while ``watch`` and the recorder see one stream of events.
 """
 
 from __future__ import annotations
@@ -86,6 +90,55 @@ class Steer(Msg, tag="steer", frozen=True):
     text: NonEmpty
 
 
+class Question(Msg, tag="question", frozen=True):
+    """The agent's ``Ask``: published on the device's control topic; an ``Answer`` replies."""
+
+    text: str
+
+
+# ---- requests: the planner asks a host service, the answer is a step event ----------
+#
+# A request goes on ``devices/{serial}/requests/{kind}``; its ``request_id`` comes back in
+# the reply (an event kind below), so the asker can match it. An ``Error`` with the same
+# ``request_id`` is a failed request.
+
+
+class FrameRequest(Msg, tag="frame_request", frozen=True):
+    """Take a screenshot now; the reply is a ``Frame`` (or an ``Error``).
+
+    ``view_side`` > 0 asks the capturing host to also keep a JPEG of the frame scaled to at
+    most that side (at ``view_quality``) for the LLM, next to the decoded pixels; it stays
+    on that host and never goes on the bus."""
+
+    request_id: NonEmpty
+    purpose: Literal["step", "stream", "read"] = "step"
+    view_side: Annotated[int, msgspec.Meta(ge=0, le=8192)] = 0
+    view_quality: Annotated[int, msgspec.Meta(ge=1, le=95)] = 85
+
+
+class ActRequest(Msg, tag="act_request", frozen=True):
+    """Perform ``operation`` (at ``x, y`` when it was grounded) on a ``width x height`` screen;
+    the reply is an ``ActionDone``."""
+
+    request_id: NonEmpty
+    operation: Operation
+    frame_id: str = ""  # the frame the operation was chosen on
+    x: int | None = None
+    y: int | None = None
+    width: Annotated[int, msgspec.Meta(ge=0)] = 0
+    height: Annotated[int, msgspec.Meta(ge=0)] = 0
+
+
+class ReflectRequest(Msg, tag="reflect_request", frozen=True):
+    """Compare the frames before and after ``operation``; the reply is a ``Reflection``."""
+
+    request_id: NonEmpty
+    before_frame_id: NonEmpty
+    after_frame_id: NonEmpty
+    operation: Operation
+    app_before: str = ""  # the foreground app before the action ("" unknown)
+
+
 # ---- one step, inside a device's actor group ---------------------------------------
 
 
@@ -98,6 +151,7 @@ class Frame(Msg, tag="frame", frozen=True):
     data: bytes
     flags: list[str] = []  # "identical" (same pixels as the previous frame), "black"
     capture_path: str = ""  # "raw" | "png": how the device delivered it
+    request_id: str = ""  # the request this answers ("" when none)
 
 
 class GroundRequest(Msg, tag="ground_request", frozen=True):
@@ -105,6 +159,7 @@ class GroundRequest(Msg, tag="ground_request", frozen=True):
 
     frame_id: NonEmpty
     operation: Operation
+    request_id: str = ""  # matched by the answer (Grounded | Ambiguous | NotFound)
 
 
 class Grounded(Msg, tag="grounded", frozen=True):
@@ -114,6 +169,7 @@ class Grounded(Msg, tag="grounded", frozen=True):
     box: Box
     source: str = ""  # "ocr", "icon", ...
     score: float = 1.0
+    request_id: str = ""  # the request this answers ("" when none)
 
 
 class Candidate(msgspec.Struct, frozen=True):
@@ -129,12 +185,14 @@ class Ambiguous(Msg, tag="ambiguous", frozen=True):
     candidates: list[Candidate]
     marked_image: bytes = b""
     image_format: ImageFormat = "png"
+    request_id: str = ""  # the request this answers ("" when none)
 
 
 class NotFound(Msg, tag="not_found", frozen=True):
     frame_id: str
     query: str
     closest: list[str] = []
+    request_id: str = ""  # the request this answers ("" when none)
 
 
 class Plan(Msg, tag="plan", frozen=True):
@@ -154,6 +212,7 @@ class ActionDone(Msg, tag="action_done", frozen=True):
     y: int | None = None
     detail: str = ""
     duration_s: float = 0.0
+    request_id: str = ""  # the request this answers ("" when none)
 
 
 Verdict = Literal["ok", "unchanged", "wrong_page", "loop", "incomplete", "complete"]
@@ -162,6 +221,8 @@ Verdict = Literal["ok", "unchanged", "wrong_page", "loop", "incomplete", "comple
 class Reflection(Msg, tag="reflection", frozen=True):
     verdict: Verdict
     reason: str = ""
+    request_id: str = ""  # the ReflectRequest this answers ("" when none)
+    app: str = ""  # the foreground app after the action, when the reflector read it
 
 
 class EpisodeStarted(Msg, tag="episode_started", frozen=True):
@@ -202,6 +263,7 @@ class Error(Msg, tag="error", frozen=True):
     topic: str
     reason: str
     detail: str = ""
+    request_id: str = ""  # set when the error answers a request
 
 
 class LlmUsage(Msg, tag="llm_usage", frozen=True):
@@ -220,13 +282,15 @@ class StepTiming(Msg, tag="step_timing", frozen=True):
 
 
 Message: TypeAlias = (
-    Instruction | Cancel | Approve | Answer | Steer
+    Instruction | Cancel | Approve | Answer | Steer | Question
+    | FrameRequest | ActRequest | ReflectRequest
     | Frame | GroundRequest | Grounded | Ambiguous | NotFound | Plan | ActionDone | Reflection
     | EpisodeStarted | EpisodeFinished
     | DeviceStatus | HostStatus | Error | LlmUsage | StepTiming
 )
 MESSAGE_TYPES: Final[tuple[type[Msg], ...]] = (
-    Instruction, Cancel, Approve, Answer, Steer,
+    Instruction, Cancel, Approve, Answer, Steer, Question,
+    FrameRequest, ActRequest, ReflectRequest,
     Frame, GroundRequest, Grounded, Ambiguous, NotFound, Plan, ActionDone, Reflection,
     EpisodeStarted, EpisodeFinished,
     DeviceStatus, HostStatus, Error, LlmUsage, StepTiming,

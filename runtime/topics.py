@@ -4,8 +4,12 @@
 
     mobagent/v1/devices/{serial}/instructions     in: Instruction (QoS 1)
     mobagent/v1/devices/{serial}/control          in: Cancel | Approve | Answer | Steer (QoS 1)
+                                                  out: Question (the agent's Ask)
     mobagent/v1/devices/{serial}/status           retained DeviceStatus (LWT: offline)
     mobagent/v1/devices/{serial}/events/{kind}    out: every step message
+    mobagent/v1/devices/{serial}/requests/{kind}  host-internal: FrameRequest | GroundRequest
+                                                  | ActRequest | ReflectRequest (answered
+                                                  by step events carrying the request_id)
     mobagent/v1/fleet/instructions                in: Instruction for any free phone
                                                   (a shared subscription on MQTT 5 brokers)
     mobagent/v1/hosts/{host}/status               retained HostStatus (LWT: offline)
@@ -22,13 +26,18 @@ from typing import Final, Literal
 import msgspec
 
 from runtime.messages import (
+    ActRequest,
     Answer,
     Approve,
     Cancel,
     DeviceStatus,
+    FrameRequest,
+    GroundRequest,
     HostStatus,
     Instruction,
     Msg,
+    Question,
+    ReflectRequest,
     Steer,
     kind_of,
 )
@@ -73,6 +82,11 @@ def device_event(serial: str, kind: str | type[Msg] | Msg) -> str:
     return f"{ROOT}/devices/{check_name(serial)}/events/{_kind(kind)}"
 
 
+def device_request(serial: str, kind: str | type[Msg] | Msg) -> str:
+    """Where a request of ``kind`` for one device's services goes."""
+    return f"{ROOT}/devices/{check_name(serial)}/requests/{_kind(kind)}"
+
+
 def fleet_instructions() -> str:
     return f"{ROOT}/fleet/instructions"
 
@@ -99,6 +113,12 @@ def device_events_filter(serial: str | None = None, kind: str = "+") -> str:
     return f"{ROOT}/devices/{dev}/events/{kind}"
 
 
+def device_requests_filter(serial: str | None = None, kind: str = "+") -> str:
+    """Requests to one device's services (or every device's, when ``serial`` is None)."""
+    dev = "+" if serial is None else check_name(serial)
+    return f"{ROOT}/devices/{dev}/requests/{kind}"
+
+
 def host_events_filter(host: str | None = None) -> str:
     return f"{ROOT}/hosts/{'+' if host is None else check_name(host, 'host')}/events/+"
 
@@ -122,14 +142,14 @@ def all_host_status_filter() -> str:
 # ---- parsing ---------------------------------------------------------------------------
 
 Scope = Literal["device", "fleet", "host"]
-Channel = Literal["instructions", "control", "status", "events"]
+Channel = Literal["instructions", "control", "status", "events", "requests"]
 
 
 class TopicInfo(msgspec.Struct, frozen=True):
     scope: Scope
     channel: Channel
     name: str | None = None  # the serial (device scope) or host name (host scope)
-    kind: str | None = None  # the event kind, for ``events`` topics
+    kind: str | None = None  # the message kind, for ``events`` and ``requests`` topics
 
     @property
     def serial(self) -> str | None:
@@ -153,6 +173,8 @@ def parse(topic: str) -> TopicInfo:
             return TopicInfo(scope, "instructions" if tail[0] == "instructions" else "control", name)
         if len(tail) == 2 and tail[0] == "events" and tail[1]:
             return TopicInfo(scope, "events", name, tail[1])
+        if scope == "device" and len(tail) == 2 and tail[0] == "requests" and tail[1]:
+            return TopicInfo(scope, "requests", name, tail[1])
     raise TopicError(f"unknown topic: {topic!r}")
 
 
@@ -164,7 +186,8 @@ def serial_of(topic: str) -> str | None:
 # What each inbound channel may carry; anything else on it is rejected as an Error.
 INBOUND_KINDS: Final[dict[str, tuple[type[Msg], ...]]] = {
     "instructions": (Instruction,),
-    "control": (Cancel, Approve, Answer, Steer),
+    "control": (Cancel, Approve, Answer, Steer, Question),
+    "requests": (FrameRequest, GroundRequest, ActRequest, ReflectRequest),
 }
 STATUS_KINDS: Final[tuple[type[Msg], ...]] = (DeviceStatus, HostStatus)
 

@@ -131,12 +131,6 @@ def _best(found: Sequence[Element]) -> Element | None:
     return ranked[-1][1]
 
 
-def _modal_box(phone: SimPhone) -> tuple[int, int, int, int] | None:
-    # The dialog's box is private to the phone; this test-only helper peeks at it.
-    frame = phone._frame()  # noqa: SLF001
-    return frame.modal
-
-
 def _inside(el: Element, box: tuple[int, int, int, int]) -> bool:
     """Wholly inside: a full-width row under the dialog only overlaps it."""
     x0, y0, x1, y1 = el.bbox
@@ -255,7 +249,7 @@ class GroundTruthExecutor:
 
     def _clear_dialog(self, op: ClickText | ClickIcon | LongPress | None) -> list[Operation]:
         """Dismiss a dialog that stands between us and the target; return what was done."""
-        box = _modal_box(self.phone)
+        box = self.phone.dialog_box()
         if box is None:
             return []
         target = resolve(self.phone, op) if op is not None else None

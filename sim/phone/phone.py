@@ -237,8 +237,12 @@ class SimPhone(Navigator):
             return self._focus
 
     def dialog_visible(self) -> bool:
+        return self.dialog_box() is not None
+
+    def dialog_box(self) -> tuple[int, int, int, int] | None:
+        """The open dialog's box (left, top, right, bottom), or None when there is none."""
         with self._lock:
-            return self._frame().modal is not None
+            return self._frame().modal
 
     def loading(self) -> bool:
         return self.clock() < self._loading_until

@@ -1,6 +1,7 @@
 """Helpers for the agent tests: a simulated phone through the real adb server, one shared
 Perception (the real rapidocr models, loaded once), a real mosquitto broker, and a harness
-that runs a DeviceAgent on the bus and collects every event it publishes."""
+that runs a DeviceAgent with the host's agent services on the bus (requests and replies
+through the broker) and collects every event and request."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from actors.config import AgentSettings
 from actors.episode import DeviceAgent, EpisodeOutcome
 from actors.perception import PerceptionActor
 from actors.planner import Policy
+from actors.services import AgentServices
 from models.llm import LLMClient, LLMSettings, RoleModels
 from runtime import topics
 from runtime.actor import run_actors
@@ -100,9 +102,11 @@ async def agent_on_bus(
     run = Run()
     async with bus_for(broker, "agent") as bus, bus_for(broker, "watch") as watch:
         await watch.subscribe(topics.device_events_filter(device.serial))
+        await watch.subscribe(topics.device_requests_filter(device.serial))
         await watch.subscribe(topics.device_status(device.serial))
+        services = AgentServices(bus, perception)
         agent = DeviceAgent(bus, device, settings=settings, perception=perception,
-                            policy_for=lambda _i: policy)
+                            policy_for=lambda _i: policy, services=services)
 
         async def collect() -> None:
             async for topic, msg in watch.messages():
@@ -110,7 +114,7 @@ async def agent_on_bus(
 
         async with anyio.create_task_group() as tg:
             tg.start_soon(collect)
-            tg.start_soon(run_actors, bus, [agent])
+            tg.start_soon(run_actors, bus, [*services.actors(), agent])
             await anyio.sleep(0.3)  # the control subscription is in place
             yield agent, run, watch
             tg.cancel_scope.cancel()

@@ -271,3 +271,9 @@ async def test_an_instruction_over_the_bus_runs_and_is_recorded(
     kinds = {json.loads(line)["event"] for line in lines}
     assert {"episode_started", "frame", "plan", "action_done", "reflection", "step_timing",
             "episode_finished"} <= kinds
+    # The requests crossed the broker and were recorded too; the report renders them.
+    assert {"frame_request", "act_request", "reflect_request"} <= kinds
+    from runtime.report import render_report
+
+    page = render_report(tmp_path).read_text()
+    assert "Open app (Settings)" in page or "Open app" in page

@@ -1,4 +1,5 @@
-"""bench/mobile_eval.py: argument parsing, the table and summary, and one real oracle episode."""
+"""bench/mobile_eval.py: arguments, the table and summary, scoring from recorded events, and
+real episodes through the agent (AgentHost / DeviceAgent) on simulated phones behind adb."""
 
 from __future__ import annotations
 
@@ -8,9 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from bench.mobile_eval import main, package_map, parse_ints
-from sim.eval.metrics import EpisodeScore
+from bench.mobile_eval import main, parse_ints, steps_from_events
+from runtime.operations import ClickText, OpenApp
+from sim.eval.metrics import EpisodeScore, score_episode
 from sim.eval.report import EpisodeResult, summary, table_by_app_and_tier
+from tests.fixtures.openai_server import OpenAIServer, planner_reply
 
 
 def test_parse_ints() -> None:
@@ -42,45 +45,98 @@ def test_table_and_summary_shapes() -> None:
     assert s["tiers"]["2"]["RE"] is None  # type: ignore[index]
 
 
-def test_llm_planner_says_what_it_needs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def _done(step: int, op: dict[str, str], ok: bool = True) -> dict[str, object]:
+    return {"event": "action_done", "step": step, "ok": ok, "operation": op}
+
+
+def test_steps_and_scores_come_from_the_recorded_events() -> None:
+    """Steps are the performed actions (ok ActionDone), in step order; the flags after step
+    k are those read when step k+1 began, or the final ones after the last step."""
+    events = [
+        {"event": "episode_started", "step": 0},
+        _done(2, {"op": "click_text", "text": "Display"}),  # arrival order is not step order
+        _done(1, {"op": "open_app", "name": "Settings"}),
+        {"event": "plan", "step": 3},  # a step whose target was not found: no ActionDone
+        _done(4, {"op": "click_text", "text": "Dark mode"}, ok=False),  # failed: not a step
+        _done(5, {"op": "click_text", "text": "Dark mode"}),
+        {"event": "episode_finished", "step": 5},  # the step budget ended it after step 5
+    ]
+    flags_at = {1: (False, False), 2: (True, False), 3: (True, False), 4: (True, False),
+                5: (True, False)}
+    steps = steps_from_events(events, flags_at, final=(True, True))
+    assert [s.op for s in steps] == [OpenApp("Settings"), ClickText("Display"),
+                                     ClickText("Dark mode")]
+    assert [s.satisfied for s in steps] == [(True, False), (True, False), (True, True)]
+    segments = [[OpenApp("Settings")], [ClickText("Display"), ClickText("Dark mode")]]
+    score = score_episode(segments, steps, success=True, initial=(False, False))
+    assert (score.su, score.ps, score.re, score.cr, score.steps) == (1.0, 1.0, 1.0, 1.0, 3)
+    # Without the last flags the episode reached only the first milestone.
+    partial = score_episode(segments, steps_from_events(events, flags_at, (True, False)),
+                            success=False, initial=(False, False))
+    assert partial.cr == pytest.approx(1 / 3) and partial.re is None
+
+
+def test_llm_planner_without_a_key_says_how(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("MOBAGENT_LLM__API_KEY", raising=False)
+    monkeypatch.delenv("MOBAGENT_LLM__BASE_URL", raising=False)
     assert main(["--planner", "llm", "--out", str(tmp_path)]) == 2
-    assert "issue 6" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "OPENAI_API_KEY" in err and "--planner oracle" in err
 
 
 def test_unknown_task_is_a_clear_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["--tasks", "facebook-1", "--out", str(tmp_path), "--transport", "inprocess"]) == 2
+    assert main(["--tasks", "facebook-1", "--out", str(tmp_path)]) == 2
     assert "no task matches" in capsys.readouterr().err
-
-
-def test_package_map_knows_the_paper_names() -> None:
-    m = package_map()
-    assert m["google maps"] == m["maps"] and m["google play"] == m["play store"]
-
-
-def test_one_oracle_episode_through_perception(tmp_path: Path,
-                                                capsys: pytest.CaptureFixture[str]) -> None:
-    """Real OCR on real rendered frames: Settings -> Display -> Dark mode, seed 0."""
-    rc = main(["--planner", "oracle", "--tasks", "settings-1", "--seeds", "0", "--settle-s", "0",
-               "--transport", "inprocess", "--out", str(tmp_path)])  # seed 0: no spinners
-    assert rc == 0
-    last = capsys.readouterr().out.strip().splitlines()[-1]
-    result = json.loads(last)
-    assert result["n_episodes"] == 1 and result["n_errors"] == 0
-    assert result["overall"]["SU"] == 1.0
-    traj = json.loads((tmp_path / "episodes" / "settings-1_seed0" / "trajectory.json").read_text())
-    assert traj["steps"][0]["action"] == "Open app (Settings)"
-    assert traj["success"] is True
-    saved = json.loads((tmp_path / "results.json").read_text())
-    assert saved["episodes"][0]["task"] == "settings-1"
+    assert main(["--devices", "0", "--out", str(tmp_path)]) == 2
+    assert main(["--set", "agent.max_steps=many", "--out", str(tmp_path)]) == 2
+    assert "agent.max_steps" in capsys.readouterr().err
 
 
 @pytest.mark.needs_adb
-def test_one_oracle_episode_through_adb(adb_server: object, tmp_path: Path,
-                                        capsys: pytest.CaptureFixture[str]) -> None:
-    """The real path: SimFleet phones behind a private adb server, driven with adbutils."""
-    rc = main(["--planner", "oracle", "--tasks", "settings-2", "--seeds", "0", "--settle-s", "0",
-               "--transport", "adb", "--out", str(tmp_path)])
+def test_oracle_through_the_agent_at_one_and_two_phones(
+    adb_server: object, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Two tasks through DeviceAgent with real OCR, on 1 and then 2 phones at once: the
+    same per-task success, scores from each episode's events.jsonl, tasks/hour reported."""
+    rc = main(["--planner", "oracle", "--tasks", "settings-1,notes-1", "--seeds", "0",
+               "--devices", "1,2", "--out", str(tmp_path),
+               "--set", "agent.speculative_ocr=false"])
+    out = capsys.readouterr().out
+    assert rc == 0, out
+    result = json.loads(out.strip().splitlines()[-1])
+    assert result["same_success"] is True and result["success_differences"] == []
+    assert set(result["tasks_per_hour"]) == {"1", "2"}
+    for n in ("1", "2"):
+        run = result["by_devices"][n]
+        assert run["n_episodes"] == 2 and run["n_errors"] == 0
+        assert run["overall"]["SU"] == 1.0 and run["overall"]["CR"] == 1.0
+        assert run["tasks_per_hour"] > 0
+        saved = json.loads((tmp_path / f"devices-{n}" / "results.json").read_text())
+        for ep in saved["episodes"]:
+            assert ep["status"] == "succeeded" and ep["steps"] == ep["reference_steps"] == 3
+            events = Path(ep["events"]).read_text()
+            assert events.count('"action_done"') == 3 and '"episode_finished"' in events
+    by_device = {json.loads((tmp_path / "devices-2" / "results.json").read_text())
+                 ["episodes"][i]["device"] for i in range(2)}
+    assert len(by_device) == 2  # the two episodes ran on two phones
+    assert "tasks/hour" in out and "Settings" in out
+
+
+@pytest.mark.needs_adb
+def test_llm_planner_through_the_loopback_server(
+    adb_server: object, openai_server: OpenAIServer, tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    openai_server.script(planner_reply("Open app (Settings)"), planner_reply("Click text (Display)"),
+                         planner_reply("Click text (Dark mode)"), planner_reply("Stop"),
+                         "Complete: yes\nReason: dark mode is on.")
+    rc = main(["--planner", "llm", "--tasks", "settings-1", "--seeds", "0", "--out", str(tmp_path),
+               "--set", f"llm.base_url={openai_server.base_url}", "--set", "llm.api_key=sk-x",
+               "--set", "agent.speculative_ocr=false"])
     assert rc == 0
     result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
-    assert result["transport"] == "adb" and result["n_errors"] == 0
-    assert result["overall"]["SU"] == 1.0
+    assert result["planner"] == "llm" and result["n_errors"] == 0
+    assert result["overall"]["SU"] == 1.0 and result["overall"]["PS"] == 1.0
+    assert openai_server.pending == 0

@@ -3,13 +3,16 @@
 The adapter below is what ``serve`` needs: one DeviceAgent per phone generation (kept in
 ``handle.state``), Cancel forwarded from the fleet's ``EpisodeControl``, and the fleet in
 ``lifecycle_events="worker"`` mode because the agent announces its own episodes and status.
+The host's agent services (capture, perception, actuator, reflector, reply router) run on
+the host's bus next to the fleet, so every step's requests and replies cross the broker.
 """
 
 from __future__ import annotations
 
 import re
 from collections import Counter, defaultdict
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 
 import anyio
 import pytest
@@ -20,23 +23,44 @@ from actors.fleet_worker import RunEpisode
 from actors.fleet_worker import agent_worker as fleet_worker
 from actors.perception import PerceptionActor
 from actors.planner import LLMPolicy
+from actors.services import AgentServices
 from models.llm import LLMClient, LLMSettings, RoleModels
-from runtime.bus import parse_broker_url
-from runtime.fleet import FleetConfig
-from runtime.messages import Instruction
+from runtime import topics
+from runtime.bus import BrokerAddress, Bus, parse_broker_url
+from runtime.fleet import FleetConfig, FleetManager, run_fleet
+from runtime.messages import ActRequest, Frame, FrameRequest, Instruction, ReflectRequest
 from sim.fleet import SimFleet
 from tests.fixtures.mosquitto import MosquittoBroker
 from tests.fixtures.openai_server import Behaviour, OpenAIServer, RecordedRequest, planner_reply
-from tests.fleet.helpers import fleet_client, fleet_host
+from tests.fleet.helpers import FAST, fleet_client
 
 pytestmark = pytest.mark.anyio
 
 
-def agent_worker(llm: LLMClient, perception: PerceptionActor, settings: AgentSettings
+def agent_worker(llm: LLMClient, services: AgentServices, settings: AgentSettings
                  ) -> RunEpisode:
     return fleet_worker(lambda handle: DeviceAgent(
-        handle.bus, handle.device, settings=settings, perception=perception,
-        policy_for=lambda _i: LLMPolicy(llm), host=handle.host))
+        handle.bus, handle.device, settings=settings, perception=services.perception_engine,
+        policy_for=lambda _i: LLMPolicy(llm), host=handle.host, services=services))
+
+
+@asynccontextmanager
+async def agent_fleet_host(address: BrokerAddress, serials: list[str], llm: LLMClient,
+                           settings: AgentSettings) -> AsyncIterator[FleetManager]:
+    """A host: its bus, the fleet with the agent worker, and the agent services beside it."""
+    async with Bus(FAST, address, client_id="agent-fleet-host", persistent=False) as bus, \
+            anyio.create_task_group() as tg:
+        services = AgentServices(bus, PerceptionActor())
+        fleet = FleetManager(bus, run_episode=agent_worker(llm, services, settings), host="h1",
+                             config=FleetConfig(serials=serials, lifecycle_events="worker"))
+        tg.start_soon(lambda: run_fleet(bus, fleet, extra_actors=services.actors()))
+        with anyio.fail_after(30):
+            while sorted(s for s, st in fleet.devices().items() if st == "idle") != sorted(serials):  # noqa: ASYNC110
+                await anyio.sleep(0.05)
+        try:
+            yield fleet
+        finally:
+            tg.cancel_scope.cancel()
 
 
 async def test_fleet_runs_the_real_agent_loop_on_two_phones(
@@ -59,17 +83,27 @@ async def test_fleet_runs_the_real_agent_loop_on_two_phones(
         llm_cfg = LLMSettings(base_url=srv.base_url, api_key="sk-fleet-test",
                               models=RoleModels(planner="p", chooser="c", reflector="r"),
                               timeout_s=10.0, max_retries=1, max_concurrent=8)
-        async with LLMClient(llm_cfg) as llm:
-            work = agent_worker(llm, PerceptionActor(), settings)
-            cfg = FleetConfig(serials=fleet.serials, lifecycle_events="worker")
-            async with fleet_host(address, fleet.serials, work, config=cfg) as fm, \
+        async with LLMClient(llm_cfg) as llm, \
+                Bus(FAST, address, client_id="request-watch", persistent=False) as watch:
+            await watch.subscribe(topics.device_requests_filter(None))
+            await watch.subscribe(topics.device_events_filter(None, "frame"))
+            seen: list[tuple[str, object]] = []
+
+            async def collect() -> None:
+                async for topic, msg in watch.messages():
+                    seen.append((topic, msg))
+
+            async with anyio.create_task_group() as watching, \
+                    agent_fleet_host(address, fleet.serials, llm, settings) as fm, \
                     fleet_client(address) as client:
+                watching.start_soon(collect)
                 for i, serial in enumerate(fleet.serials):
                     await client.instruct(serial, Instruction(id=f"agent-{i}",
                                                               text=f"Do job-{i} please"))
                 await client.wait_finished(["agent-0", "agent-1"], timeout_s=60)
                 await anyio.sleep(0.5)
                 assert fm.stats.finished == {"succeeded": 2}
+                watching.cancel_scope.cancel()
     fin = client.finished_ids()
     for i, serial in enumerate(fleet.serials):
         assert fin[f"agent-{i}"].status == "succeeded", fin[f"agent-{i}"]
@@ -79,3 +113,10 @@ async def test_fleet_runs_the_real_agent_loop_on_two_phones(
     assert Counter(f.instruction_id for f in client.finished) == {"agent-0": 1, "agent-1": 1}
     assert Counter(s.instruction_id for s in client.started) == {"agent-0": 1, "agent-1": 1}
     assert calls == {"job-0": 2, "job-1": 2}
+    # The steps went over the broker as requests and replies, each on its own phone's topics.
+    for serial in fleet.serials:
+        kinds = Counter(type(m).__name__ for t, m in seen if topics.serial_of(t) == serial)
+        assert kinds["FrameRequest"] == kinds["Frame"] == 2, kinds  # the first and one after Back
+        assert kinds["ActRequest"] == 1 and kinds["ReflectRequest"] == 1, kinds
+    assert all(getattr(m, "device", serial) == topics.serial_of(t) for t, m in seen)
+    assert {type(m) for _, m in seen} == {FrameRequest, Frame, ActRequest, ReflectRequest}

@@ -56,9 +56,96 @@ def test_word_inside_a_line_taps_the_sub_box() -> None:
     lines = [line("Turn on Airplane mode", (100, 0, 520, 40), chars=True)]
     matches, _ = match_text(lines, "Airplane")
     assert len(matches) == 1 and matches[0].method == "word"
+    assert not matches[0].certain  # a word inside a longer line is for the planner to confirm
     x1, _, x2, _ = matches[0].box
     step = 420 / len("Turn on Airplane mode")
     assert x1 == pytest.approx(100 + 8 * step) and x2 == pytest.approx(100 + 16 * step)
+
+
+# -- certain vs uncertain: what may be Grounded without an exact line match ------------------
+
+
+def ground(lines: list[OcrLine], query: str) -> Grounded | Ambiguous | NotFound:
+    return ground_text_in(OcrResult(width=1080, height=1920, lines=tuple(lines)), None, query)
+
+
+def test_exact_line_is_grounded_and_beats_a_word_elsewhere() -> None:
+    result = ground([line("Save note", (0, 0, 300, 40), chars=True),
+                     line("Save", (0, 900, 100, 940))], "Save")
+    assert isinstance(result, Grounded) and result.method == "exact" and result.point[1] > 900
+
+
+def test_word_in_a_longer_line_is_ambiguous_with_one_marked_candidate() -> None:
+    # The button "Save" was not read, but the title "Save note" was: tapping the title
+    # confidently would be wrong, so the planner must confirm the only candidate.
+    result = ground([line("Save note", (0, 0, 300, 40), chars=True),
+                     line("Cancel", (0, 900, 160, 940))], "Save")
+    assert isinstance(result, Ambiguous), result
+    assert len(result.candidates) == 1 and result.method == "word"
+    assert result.candidates[0].label == "Save note" and result.candidates[0].point[0] < 150
+    assert "uncertain" in result.reason
+
+
+def test_whole_word_with_a_short_rest_stays_grounded() -> None:
+    # "Inbox 3" (an unread count) for "Inbox": unique, on word boundaries, rest <= 25 %.
+    result = ground([line("Inbox 3", (0, 0, 280, 40), chars=True),
+                     line("Sent", (0, 100, 120, 140))], "Inbox")
+    assert isinstance(result, Grounded) and result.method == "word"
+    # but not "10" in "10:30": the rest is as long as the query
+    assert isinstance(ground([line("10:30", (0, 0, 200, 40), chars=True)], "10"), Ambiguous)
+
+
+def test_a_lost_space_next_to_an_icon_counts_as_a_word_boundary() -> None:
+    # "Q" is a ticket icon read as a letter, far left of the text: the char boxes show the gap.
+    step = 20.0
+    chars = [(0.0, 0.0, step, 40.0)] + [(80 + k * step, 0.0, 80 + (k + 1) * step, 40.0)
+                                        for k in range(len("Manage Your Tickets"))]
+    glued = OcrLine(text="QManage Your Tickets", score=0.9, box=(0, 0, chars[-1][2], 40),
+                    quad=((0, 0), (chars[-1][2], 0), (chars[-1][2], 40), (0, 40)),
+                    char_boxes=tuple(chars))
+    result = ground([glued], "Manage Your Tickets")
+    assert isinstance(result, Grounded) and result.method == "word" and result.box[0] >= 80
+    # the same letters evenly spaced are one word: "Manage..." inside it is not certain
+    even = line("QManage Your Tickets", (0, 0, 420, 40), chars=True)
+    assert isinstance(ground([even], "Manage Your Tickets"), Ambiguous)
+
+
+def test_word_matches_in_several_lines_are_ambiguous() -> None:
+    result = ground([line("Open Settings", (0, 0, 300, 40), chars=True),
+                     line("Settings saved", (0, 500, 300, 540), chars=True)], "Settings")
+    assert isinstance(result, Ambiguous) and len(result.candidates) == 2
+    assert {c.label for c in result.candidates} == {"Open Settings", "Settings saved"}
+
+
+def test_fuzzy_match_is_grounded_only_when_strong_and_unique() -> None:
+    # one character off in a long word, whole line, nothing else close: Grounded
+    strong = ground([line("Notifications", (0, 0, 300, 40)), line("Display", (0, 100, 200, 140))],
+                    "Notificatons")
+    assert isinstance(strong, Grounded) and strong.method == "fuzzy"
+    # "Note" vs "Notes" is a different element as often as not: confirm it
+    weak = ground([line("Notes", (0, 0, 200, 40)), line("Display", (0, 100, 200, 140))], "Notez")
+    assert isinstance(weak, Ambiguous) and len(weak.candidates) == 1 and weak.method == "fuzzy"
+    # two lines equally close: both offered
+    two = ground([line("Setting", (0, 0, 200, 40)), line("Settings", (0, 300, 200, 340))],
+                 "Settinga")
+    assert isinstance(two, Ambiguous) and len(two.candidates) == 2
+    # and a fuzzy window inside a longer line is never certain
+    window = ground([line("Open the Bluetoth settings", (0, 0, 500, 40), chars=True)],
+                    "Bluetooth")
+    assert isinstance(window, Ambiguous) and window.method == "fuzzy"
+
+
+def test_several_exact_places_put_the_most_literal_reading_first() -> None:
+    result = ground([line("Ticketmaster", (0, 0, 300, 40)), line("ticketmaster@", (0, 500, 300, 540))],
+                    "ticketmaster\u00ae")
+    assert isinstance(result, Ambiguous) and result.method == "exact"
+    assert [c.label for c in result.candidates] == ["ticketmaster@", "Ticketmaster"]
+
+
+def test_accents_are_folded() -> None:
+    assert normalize("Français")[0] == normalize("Francais")[0] == "francais"
+    assert normalize("が")[0] == "が"  # other scripts keep their marks
+    assert isinstance(ground([line("Francais", (0, 0, 200, 40))], "Français"), Grounded)
 
 
 def test_word_boundary_match_preferred_over_inside_a_word() -> None:
@@ -77,6 +164,7 @@ def test_fuzzy_match_and_its_limits() -> None:
     lines = [line("Settings", (0, 0, 200, 40)), line("Display", (0, 100, 200, 140))]
     matches, _ = match_text(lines, "Setings")
     assert len(matches) == 1 and matches[0].method == "fuzzy" and matches[0].label == "Settings"
+    assert matches[0].certain  # similarity 0.93, whole line, nothing else close
     # Short strings never match fuzzily: "10" is not "18".
     assert match_text([line("18", (0, 0, 40, 40))], "10")[0] == []
     matches, closest = match_text(lines, "Bluetooth")
@@ -143,13 +231,17 @@ def test_one_match_is_grounded_inside_the_drawn_text(settings_screen: Screen,
 
 def test_word_inside_a_line_lands_on_the_word(settings_screen: Screen,
                                               perception: Perception) -> None:
+    # No line reads "Airplane" alone: one uncertain candidate, on the word, marked for the
+    # planner to confirm.
     result = perception.ground_text(settings_screen.image, "Airplane")
-    assert isinstance(result, Grounded) and result.method == "word", result
+    assert isinstance(result, Ambiguous) and result.method == "word", result
+    assert len(result.candidates) == 1 and result.marked_jpeg and result.candidates[0].crop_png
+    point = result.candidates[0].point
     word = settings_screen.word_box((60, 520), "Tap here to turn on Airplane", "Airplane", size=52)
-    assert inside(result.point, word, slack=8)
+    assert inside(point, word, slack=8)
     # and not on the line's centre, which lies elsewhere
     line_box = settings_screen.boxes["Tap here to turn on Airplane"][0]
-    assert abs(result.point[0] - (line_box[0] + line_box[2]) / 2) > 30
+    assert abs(point[0] - (line_box[0] + line_box[2]) / 2) > 30
 
 
 def test_many_matches_are_ambiguous_with_one_marked_image(settings_screen: Screen,
@@ -238,20 +330,41 @@ def test_bad_image_input_is_a_clear_error(perception: Perception) -> None:
 
 def test_text_grounding_on_every_rico_target(rico_dev: RicoDev,
                                              rico_ocr: dict[str, OcrResult]) -> None:
-    hits = total = 0
+    """Every ground-truth text target; the figure over the visible ones is the headline.
+
+    Visibility comes from the view hierarchy alone (bench/grounding.py's `hidden_reason`:
+    covered by a later-drawn view, under an open side panel, clipped), never from OCR.
+    """
+    from bench.grounding import hidden_reason, side_panels
+
+    hits = total = vis_hits = vis_total = confident_wrong = hidden_but_read = 0
     for screen in rico_dev.screens:
         ocr = rico_ocr[screen.screen_id]
+        panels = side_panels(screen.elements, screen.width, screen.height)
+        read = {normalize(ln.text)[0] for ln in ocr.lines}
         for target in screen.text_targets:
+            visible = not hidden_reason(target, screen.elements, screen.width, screen.height,
+                                        panels)
             total += 1
+            vis_total += visible
             result = ground_text_in(ocr, None, target["text"])
             point = result.point if isinstance(result, Grounded) else (
                 result.candidates[0].point if isinstance(result, Ambiguous) else None)
-            if point is not None and inside(point, tuple(target["bbox"])):
-                hits += 1
-    accuracy = hits / total
-    print(f"\ntext grounding on rico-dev: {hits}/{total} = {accuracy:.3f}")
-    # About 12 % of the targets are hidden under drawers/overlays in these screenshots.
-    assert total == rico_dev.n_text and accuracy >= 0.78
+            ok = point is not None and inside(point, tuple(target["bbox"]))
+            hits += ok
+            vis_hits += ok and visible
+            confident_wrong += isinstance(result, Grounded) and not ok and visible
+            hidden_but_read += not visible and normalize(target["text"])[0] in read
+    accuracy, vis_accuracy = hits / total, vis_hits / vis_total
+    print(f"\ntext grounding on rico-dev: visible {vis_hits}/{vis_total} = {vis_accuracy:.3f}; "
+          f"all {hits}/{total} = {accuracy:.3f}; confident wrong on visible: {confident_wrong}; "
+          f"hidden by the rule but read by OCR: {hidden_but_read}")
+    # Measured with the default settings: visible 0.964, all 0.831, 0 confident wrong,
+    # 0 hidden-but-read (about 14 % of the targets are hidden in these screenshots).
+    assert total == rico_dev.n_text and 0.8 * total <= vis_total < total
+    assert vis_accuracy >= 0.94 and accuracy >= 0.80
+    assert confident_wrong <= 2
+    assert hidden_but_read <= 2  # the rule does not hide what can be read
 
 
 def test_grounding_uses_one_ocr_for_many_queries(rico_dev: RicoDev, ocr_engine: Ocr) -> None:

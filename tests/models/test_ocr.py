@@ -74,13 +74,17 @@ def test_skipping_the_status_bar(ocr_engine: Ocr) -> None:
     s = Screen()
     s.text((40, 12), "12:30", size=40)
     s.text((40, 400), "Contacts", size=56)
-    full = ocr_engine.run(s.image)
-    skipping = Ocr(OcrSettings(skip_top_frac=0.04))
-    part = skipping.run(s.image)
+    s.text((40, 1840), "Recents", size=44)  # in a nav-bar-high band at the bottom
+    full = Ocr(OcrSettings(skip_top_frac=0.0)).run(s.image)
+    part = ocr_engine.run(s.image)  # the default skips the status bar (3.75 %)
+    assert ocr_engine.settings.skip_top_frac > 0
     assert any("12" in ln.text for ln in full.lines)
     assert not any("12" in ln.text for ln in part.lines)
+    assert "Recents" in part.texts
     contacts = next(ln for ln in part.lines if ln.text == "Contacts")
     assert inside(contacts.center, s.boxes["Contacts"][0])  # boxes stay in frame coordinates
+    no_nav = Ocr(OcrSettings(skip_bottom_frac=0.065)).run(s.image)
+    assert "Contacts" in no_nav.texts and "Recents" not in no_nav.texts
 
 
 def test_incremental_ocr_rereads_only_the_changed_band(ocr_engine: Ocr) -> None:

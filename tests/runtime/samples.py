@@ -7,6 +7,7 @@ import hashlib
 from runtime.messages import (
     MESSAGE_TYPES,
     ActionDone,
+    ActRequest,
     Ambiguous,
     Answer,
     Approve,
@@ -18,6 +19,7 @@ from runtime.messages import (
     EpisodeStarted,
     Error,
     Frame,
+    FrameRequest,
     Grounded,
     GroundRequest,
     HostStatus,
@@ -26,7 +28,9 @@ from runtime.messages import (
     Message,
     NotFound,
     Plan,
+    Question,
     Reflection,
+    ReflectRequest,
     Steer,
     StepTiming,
 )
@@ -62,6 +66,13 @@ def sample_messages() -> list[Message]:
         Error(topic="mobagent/v1/devices/x/instructions", reason="rejected: invalid", detail="d", **IDS),
         LlmUsage(model="gpt-4o", prompt_tokens=1200, completion_tokens=80, latency_s=1.5, purpose="plan", **IDS),
         StepTiming(phases={"capture": 0.1, "plan": 1.2}, total_s=1.4, **IDS),
+        # the agent loop's requests (answered by the step events above) and its Ask
+        Question(text="Which account?", **IDS),
+        FrameRequest(request_id="r-1", purpose="step", **IDS),
+        ActRequest(request_id="r-2", operation=ClickText(text="Wi-Fi"), frame_id="f-3", x=540,
+                   y=960, width=1080, height=1920, **IDS),
+        ReflectRequest(request_id="r-3", before_frame_id="f-3", after_frame_id="f-4",
+                       operation=Swipe(direction="up"), app_before="com.android.settings", **IDS),
     ]
     assert {type(m) for m in msgs} == set(MESSAGE_TYPES), "a message type has no sample"
     return msgs

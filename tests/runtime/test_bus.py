@@ -170,7 +170,7 @@ async def test_last_will_is_published_when_serve_is_sigkilled(
     address = parse_broker_url(broker.url)
     status_topic = topics.host_status("lwt-host")
     env = {**os.environ, "MOBAGENT_HOST__NAME": "lwt-host", "MOBAGENT_LOG__FORMAT": "json"}
-    cmd = [sys.executable, "-m", "runtime.cli", "--broker", broker.url, "serve"]
+    cmd = [sys.executable, "-m", "runtime.cli", "--broker", broker.url, "serve", "--runtime-only"]
     async with Bus(FAST, address) as watcher:
         await watcher.subscribe(status_topic)
         with (tmp_path / "serve.log").open("wb") as logf:
@@ -356,3 +356,24 @@ def test_bad_tls_files_are_a_clear_error(tmp_path: Path) -> None:
         FAST.tls, ca_file=str(tmp_path / "missing-ca.pem")))
     with pytest.raises(BusError, match="TLS setup for mqtts://h:8883 failed"):
         Bus(cfg, parse_broker_url("mqtts://h"))
+
+
+@pytest.mark.anyio
+async def test_a_writer_for_an_already_closed_socket_is_not_a_loop_error() -> None:
+    """The aiomqtt race under broker restarts: paho asks for a writer on a dead socket."""
+    import asyncio
+
+    from runtime.bus import _GuardedClient
+
+    loop = asyncio.get_running_loop()
+    errors: list[dict[str, object]] = []
+    loop.set_exception_handler(lambda _loop, ctx: errors.append(ctx))
+    client = _GuardedClient("127.0.0.1", 1)
+    class DeadSocket:
+        def fileno(self) -> int:
+            return 999_999  # never open in this process: add_writer fails with EBADF
+
+    client._on_socket_register_write(client._client, None, DeadSocket())
+    await anyio.sleep(0.05)
+    assert errors == []
+    loop.set_exception_handler(None)

@@ -71,7 +71,7 @@ def test_serve_never_logs_the_broker_password(mosquitto_factory: MosquittoFactor
            "MOBAGENT_LOG__EVENTS_JSONL": str(events_path), "MOBAGENT_HOST__NAME": "secret-host",
            "MOBAGENT_LIMITS__MAX_INSTRUCTION_CHARS": "5"}
     cli = [sys.executable, "-m", "runtime.cli", "--broker", broker.url, "--log-level", "debug"]
-    serve = subprocess.Popen([*cli, "serve"], cwd=ROOT, env=env, stdout=subprocess.PIPE,
+    serve = subprocess.Popen([*cli, "serve", "--runtime-only"], cwd=ROOT, env=env, stdout=subprocess.PIPE,
                              stderr=subprocess.STDOUT)
     try:
         up = subprocess.run([*cli, "watch", "--count", "1", "--timeout", "20"], cwd=ROOT, env=env,

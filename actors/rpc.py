@@ -1,0 +1,382 @@
+"""Request/response over the bus, and the host-local state the agent's services share.
+
+The agent's step actors talk over MQTT: the planner (``actors/episode.py``) publishes a
+request on ``mobagent/v1/devices/{serial}/requests/{kind}`` and awaits the step event that
+carries the same ``request_id`` on ``devices/{serial}/events/{kind}``:
+
+- ``Requests.call``: register a waiter, publish the request, await the reply under
+  ``anyio.fail_after``. An ``Error`` reply raises ``RequestFailed``; no reply in time raises
+  ``RequestTimeout`` (both ``RequestError``), so a step never hangs on a silent actor.
+- ``ReplyRouter``: a host-level actor on ``devices/+/events/+`` that resolves waiters by
+  request id (a duplicate or late reply is ignored) and keeps the frames it sees in the
+  ``FrameStore`` (what a service on another host published).
+- ``ServiceActor``: the base of the host-level services (capture, perception, actuator,
+  reflector). Its inbox is ``devices/+/requests/+``; it serves requests of its kinds for the
+  devices in its ``DeviceRegistry`` (others belong to another host and are ignored),
+  several at once in a task group it owns, bounded by ``concurrency`` (the inbox is not read
+  further while that many are in flight), drops duplicate request ids (QoS 1 redelivery,
+  overlapping subscriptions), and answers a failure with an ``Error`` carrying the id.
+- ``FrameStore``: a small host-local cache of decoded frames, keyed by frame id. Capture
+  fills it with the pixels it already has; perception and the reflector read them there.
+  This is a local fast path only: a frame it lacks is decoded from ``Frame.data`` as
+  received from the bus (and then kept), so a service on another host still works.
+- ``LoopbackBus``: a publisher that delivers to in-process actors through a
+  ``runtime.actor.Router`` instead of a broker, for a ``DeviceAgent`` that runs without host
+  services on its bus (tests, one-off tools): the same requests, handlers and replies, only
+  without the broker hop; events still go out on the real publisher too.
+"""
+
+from __future__ import annotations
+
+import io
+import uuid
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, TypeVar
+
+import anyio
+import msgspec
+import numpy as np
+import structlog
+from anyio.streams.memory import MemoryObjectReceiveStream
+
+from runtime import topics
+from runtime.actor import Actor, Envelope, Publisher, Router
+from runtime.dedupe import SeenIds
+from runtime.messages import Error, Frame, Message, Msg, kind_of
+
+if TYPE_CHECKING:
+    from actors.actuator import ActuatorActor
+    from actors.capture import CaptureActor
+    from actors.config import AgentSettings
+    from actors.reflector import ReflectorActor
+    from runtime.device import Device
+
+log = structlog.get_logger(__name__)
+
+M = TypeVar("M", bound=Msg)
+
+
+def new_request_id() -> str:
+    return uuid.uuid4().hex[:16]
+
+
+class RequestError(RuntimeError):
+    """A request to a service failed (an ``Error`` reply) or got no answer in time."""
+
+
+class RequestFailed(RequestError):
+    pass
+
+
+class RequestTimeout(RequestError):
+    pass
+
+
+# ---- the phones this host serves -------------------------------------------------------
+
+
+@dataclass
+class DeviceEntry:
+    """One phone as the services see it: the device and its per-device engines."""
+
+    serial: str
+    device: Device
+    settings: AgentSettings
+    capture: CaptureActor
+    actuator: ActuatorActor
+    reflector: ReflectorActor
+    episode_id: str = ""  # the episode the reflector's per-episode memory belongs to
+    latest_frame: str = ""  # the newest frame id (speculative OCR skips older ones)
+
+
+class DeviceRegistry:
+    """Serial -> ``DeviceEntry``; agents register (and re-register on hot-plug) at run time."""
+
+    def __init__(self) -> None:
+        self._entries: dict[str, DeviceEntry] = {}
+
+    def put(self, entry: DeviceEntry) -> None:
+        self._entries[entry.serial] = entry
+
+    def get(self, serial: str) -> DeviceEntry | None:
+        return self._entries.get(serial)
+
+    def remove(self, serial: str, entry: DeviceEntry | None = None) -> None:
+        if entry is None or self._entries.get(serial) is entry:
+            self._entries.pop(serial, None)
+
+    def __contains__(self, serial: object) -> bool:
+        return serial in self._entries
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+
+# ---- decoded frames ----------------------------------------------------------------------
+
+
+@dataclass
+class _Stored:
+    frame: Frame
+    rgb: np.ndarray | None = None
+    view: bytes = b""  # the LLM-sized JPEG capture made, when asked for
+
+
+def decode_frame(frame: Frame) -> np.ndarray:
+    """``Frame.data`` as an RGB array (blocking: run it off the loop)."""
+    from PIL import Image
+
+    with Image.open(io.BytesIO(frame.data)) as img:
+        return np.asarray(img.convert("RGB"))
+
+
+class FrameStore:
+    """The last few frames per device, with their pixels when decoded (host-local)."""
+
+    def __init__(self, per_device: int = 4, limiter: anyio.CapacityLimiter | None = None) -> None:
+        self.per_device = max(2, per_device)
+        self._frames: dict[str, OrderedDict[str, _Stored]] = {}
+        self._limiter = limiter
+        self.decoded = 0  # frames decoded from bus bytes (the slow path)
+
+    def put(self, frame: Frame, rgb: np.ndarray | None = None, view: bytes = b"") -> None:
+        frames = self._frames.setdefault(frame.device, OrderedDict())
+        got = frames.get(frame.frame_id)
+        if got is not None:
+            if rgb is not None and got.rgb is None:
+                got.rgb = rgb
+            got.view = got.view or view
+            return
+        frames[frame.frame_id] = _Stored(frame, rgb, view)
+        while len(frames) > self.per_device:
+            frames.popitem(last=False)
+
+    def _find(self, frame_id: str, device: str = "") -> _Stored | None:
+        if device:
+            frames = self._frames.get(device)
+            return frames.get(frame_id) if frames is not None else None
+        for frames in self._frames.values():
+            if frame_id in frames:
+                return frames[frame_id]
+        return None
+
+    def frame(self, frame_id: str, device: str = "") -> Frame | None:
+        got = self._find(frame_id, device)
+        return got.frame if got is not None else None
+
+    def view(self, frame_id: str, device: str = "") -> bytes:
+        """The LLM-sized JPEG capture kept for this frame, or b"" (then use ``Frame.data``)."""
+        got = self._find(frame_id, device)
+        return got.view if got is not None else b""
+
+    async def rgb(self, frame_id: str, device: str = "") -> tuple[Frame, np.ndarray]:
+        """The frame and its pixels; decodes ``Frame.data`` once when only the bytes are here."""
+        got = self._find(frame_id, device)
+        if got is None:
+            raise KeyError(f"frame {frame_id!r} is not known on this host (too old, or its "
+                           "Frame event never arrived)")
+        if got.rgb is None:
+            got.rgb = await anyio.to_thread.run_sync(decode_frame, got.frame,
+                                                     limiter=self._limiter)
+            self.decoded += 1
+        return got.frame, got.rgb
+
+    def forget(self, device: str) -> None:
+        self._frames.pop(device, None)
+
+
+# ---- replies -----------------------------------------------------------------------------
+
+
+class _Waiter:
+    def __init__(self) -> None:
+        self.event = anyio.Event()
+        self.reply: Msg | None = None
+
+
+class ReplyRouter(Actor):
+    """Resolves ``Requests`` waiters by the ``request_id`` of the events it receives."""
+
+    name = "replies"
+
+    def __init__(self, bus: Publisher, frames: FrameStore | None = None) -> None:
+        super().__init__(bus)
+        self.inbox = (topics.device_events_filter(None),)
+        self.frames = frames
+        self._waiting: dict[str, _Waiter] = {}
+        self.resolved = 0
+        self.unmatched = 0  # replies nobody waits for (late, duplicate, another host's)
+
+    def expect(self, request_id: str) -> _Waiter:
+        waiter = self._waiting[request_id] = _Waiter()
+        return waiter
+
+    def forget(self, request_id: str) -> None:
+        self._waiting.pop(request_id, None)
+
+    @property
+    def pending(self) -> int:
+        return len(self._waiting)
+
+    async def handle(self, topic: str, msg: Message) -> None:
+        self.deliver(msg)
+
+    def deliver(self, msg: Msg) -> bool:
+        if isinstance(msg, Frame) and self.frames is not None:
+            self.frames.put(msg)  # a no-op when capture already stored it with its pixels
+        rid = getattr(msg, "request_id", "")
+        if not rid:
+            return False
+        waiter = self._waiting.get(rid)
+        if waiter is None or waiter.reply is not None:
+            self.unmatched += 1
+            return False
+        waiter.reply = msg
+        waiter.event.set()
+        self.resolved += 1
+        return True
+
+
+class Requests:
+    """The planner's side of request/response: ``call`` publishes and awaits the reply."""
+
+    def __init__(self, bus: Publisher, replies: ReplyRouter) -> None:
+        self.bus = bus
+        self.replies = replies
+
+    async def call(self, req: M, *, timeout_s: float,
+                   expect: tuple[type[Msg], ...]) -> Msg:
+        rid: str = getattr(req, "request_id", "")
+        if not rid or not req.device:
+            raise ValueError("a request needs a request_id and a device")
+        kind = kind_of(type(req))
+        waiter = self.replies.expect(rid)
+        try:
+            with anyio.fail_after(timeout_s):
+                await self.bus.publish(topics.device_request(req.device, req), req)
+                await waiter.event.wait()
+        except TimeoutError:
+            raise RequestTimeout(f"no answer to {kind} {rid} for {req.device} within "
+                                 f"{timeout_s:g}s") from None
+        finally:
+            self.replies.forget(rid)
+        reply = waiter.reply
+        if isinstance(reply, Error):
+            raise RequestFailed(f"{kind} for {req.device} failed: {reply.reason}"
+                                + (f": {reply.detail}" if reply.detail else ""))
+        if not isinstance(reply, expect):
+            got = kind_of(type(reply)) if reply is not None else "nothing"
+            raise RequestFailed(f"{kind} for {req.device} was answered by {got}")
+        return reply
+
+
+# ---- services ------------------------------------------------------------------------------
+
+
+def answer(reply: M, req: Msg) -> M:
+    """``reply`` carrying the ids of ``req`` (device, episode, step, correlation, request)."""
+    return msgspec.structs.replace(
+        reply, device=req.device, episode_id=req.episode_id, step=req.step,
+        correlation_id=req.correlation_id, request_id=getattr(req, "request_id", ""))
+
+
+class ServiceActor(Actor):
+    """A host-level service: requests of ``kinds`` for registered devices, concurrently."""
+
+    kinds: tuple[type[Msg], ...] = ()
+    concurrency: int = 16
+    publish_timeout_s: float = 15.0
+    serve_timeout_s: float = 60.0  # a request that runs longer is answered with an Error
+
+    def __init__(self, bus: Publisher, registry: DeviceRegistry, *,
+                 concurrency: int | None = None) -> None:
+        super().__init__(bus)
+        self.registry = registry
+        self.inbox = (topics.device_requests_filter(None),)
+        if concurrency is not None:
+            self.concurrency = max(1, concurrency)
+        self.handler_timeout_s = self.serve_timeout_s + 5.0
+        self._seen = SeenIds(4096)
+        self.in_flight = 0
+        self.served = 0
+        self.duplicates = 0
+        self.ignored = 0  # requests for phones this host does not serve
+        self._tg: anyio.abc.TaskGroup | None = None
+
+    def wants(self, msg: Message) -> bool:
+        """Cheap filter run before a task is spawned for ``msg``."""
+        return isinstance(msg, self.kinds)
+
+    async def run(self, inbox: MemoryObjectReceiveStream[Envelope]) -> None:
+        slots = anyio.Semaphore(self.concurrency)
+        async with anyio.create_task_group() as tg, inbox:
+            self._tg = tg
+            tg.start_soon(self.main)
+            async for topic, msg in inbox:
+                if not self.wants(msg):
+                    continue
+                await slots.acquire()  # bounded: at most `concurrency` in flight
+                tg.start_soon(self._serve_one, slots, topic, msg)
+            tg.cancel_scope.cancel()
+        self._tg = None
+
+    async def _serve_one(self, slots: anyio.Semaphore, topic: str, msg: Message) -> None:
+        self.in_flight += 1
+        try:
+            await self._handle_one(topic, msg)
+        finally:
+            self.in_flight -= 1
+            slots.release()
+
+    async def handle(self, topic: str, msg: Message) -> None:
+        entry = self.registry.get(msg.device)
+        if entry is None:
+            self.ignored += 1
+            return  # another host's phone (requests are subscribed with a wildcard)
+        rid = getattr(msg, "request_id", "")
+        if rid and not self._seen.first_time(rid):
+            self.duplicates += 1
+            return
+        reply: Msg
+        try:
+            with anyio.fail_after(self.serve_timeout_s):
+                reply = await self.serve(entry, msg)
+        except anyio.get_cancelled_exc_class():
+            raise
+        except TimeoutError:
+            reply = Error(topic=topic, reason=f"{self.name}: timed out",
+                          detail=f"no result within {self.serve_timeout_s:g}s")
+        except Exception as exc:  # the asker gets the reason; the service goes on
+            log.warning("service_failed", service=self.name, device=msg.device,
+                        error=f"{type(exc).__name__}: {exc}")
+            reply = Error(topic=topic, reason=f"{self.name} failed",
+                          detail=f"{type(exc).__name__}: {exc}"[:2000])
+        self.served += 1
+        await self.reply(answer(reply, msg))
+
+    async def serve(self, entry: DeviceEntry, req: Message) -> Msg:
+        raise NotImplementedError
+
+    async def reply(self, msg: Msg) -> None:
+        with anyio.fail_after(self.publish_timeout_s):
+            await self.bus.publish(topics.device_event(msg.device, msg), msg)
+
+
+# ---- without a broker -------------------------------------------------------------------------
+
+
+class LoopbackBus:
+    """Delivers to in-process actors through ``router``; events also go to ``outer``."""
+
+    def __init__(self, outer: Publisher, router: Router) -> None:
+        self.outer = outer
+        self.router = router
+
+    async def publish(self, topic: str, msg: Msg, *, qos: int = 1, retain: bool = False) -> None:
+        if "/requests/" not in topic:
+            try:
+                await self.outer.publish(topic, msg, qos=qos, retain=retain)
+            except Exception as exc:  # the local reply matters more than the event copy
+                log.warning("loopback_publish_failed", topic=topic, error=str(exc))
+        await self.router.dispatch(topic, msg)  # type: ignore[arg-type]

@@ -1,0 +1,144 @@
+"""The host's agent services: capture, perception, actuator and reflector actors on the bus.
+
+One ``AgentServices`` per host serves every phone of that host. Its actors are host-level
+(``devices/+/requests/+``) and look the phone up by serial in a ``DeviceRegistry`` that each
+``DeviceAgent`` registers into, so phones can come and go at run time (hot-plug) while the
+subscriptions made once at start stay the same:
+
+==========================  ====================================  ================================
+request (requests/{kind})   answered by                           reply (events/{kind})
+==========================  ====================================  ================================
+``frame_request``           ``CaptureService``                    ``frame``
+``ground_request``          ``PerceptionService``                 ``grounded`` | ``ambiguous`` |
+                                                                  ``not_found``
+``act_request``             ``ActuatorService``                   ``action_done``
+``reflect_request``         ``ReflectorService``                  ``reflection``
+(any of them, on failure)   the service                           ``error`` (with the request id)
+==========================  ====================================  ================================
+
+``ReplyRouter`` (``devices/+/events/+``) resolves the asker's waiter by request id.
+
+Two ways to run them:
+
+- **on the bus** (``mobagent serve``, ``AgentHost``, the fleet benchmark): pass
+  ``actors()`` to ``run_actors`` / ``run_fleet(extra_actors=...)`` / ``HostRuntime`` with the
+  host's ``Bus`` as ``bus``; requests and replies go through the broker.
+- **loopback** (``AgentServices.loopback(publisher, ...)``): for a ``DeviceAgent`` on a
+  publisher that cannot deliver (unit tests, one-off tools), the same actors run in-process
+  behind a ``runtime.actor.Router``; events still go out on the publisher.
+
+Blocking pixel work (hashing, JPEG encoding, decoding, diffs) from every phone shares one
+``CapacityLimiter`` (``cpu_threads``), so 16 phones cannot pile 16 CPU-bound threads onto
+2 cores and starve the event loop; adb calls keep anyio's default thread pool.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import anyio
+
+from actors.actuator import ActuatorActor, ActuatorService
+from actors.capture import CaptureActor, CaptureService
+from actors.config import AgentSettings
+from actors.perception import PerceptionActor, PerceptionService
+from actors.reflector import ReflectorActor, ReflectorService
+from actors.rpc import (
+    DeviceEntry,
+    DeviceRegistry,
+    FrameStore,
+    LoopbackBus,
+    ReplyRouter,
+    Requests,
+)
+from runtime.actor import Actor, Publisher, Router
+from runtime.device import Device
+
+
+class AgentServices:
+    """Every agent service of one host, its device registry, frame store and reply router."""
+
+    def __init__(
+        self, bus: Publisher, perception: PerceptionActor | None = None, *,
+        concurrency: int = 32, cpu_threads: int = 2, frames_per_device: int = 4,
+        _router: Router | None = None,
+    ) -> None:
+        self.cpu = anyio.CapacityLimiter(max(1, cpu_threads))
+        self.registry = DeviceRegistry()
+        self.frames = FrameStore(frames_per_device, limiter=self.cpu)
+        self.perception_engine = perception or PerceptionActor()
+        self._router = _router
+        self.bus: Publisher = LoopbackBus(bus, _router) if _router is not None else bus
+        self.replies = ReplyRouter(self.bus, self.frames)
+        self.requests = Requests(self.bus, self.replies)
+        self.capture = CaptureService(self.bus, self.registry, self.frames,
+                                      concurrency=concurrency)
+        self.perception = PerceptionService(self.bus, self.registry, self.frames,
+                                            self.perception_engine, concurrency=concurrency)
+        self.actuator = ActuatorService(self.bus, self.registry, self.perception_engine,
+                                        concurrency=concurrency)
+        self.reflector = ReflectorService(self.bus, self.registry, self.frames,
+                                          concurrency=concurrency)
+        self._local_users = 0
+
+    @classmethod
+    def loopback(cls, publisher: Publisher, perception: PerceptionActor | None = None,
+                 **kw: int) -> AgentServices:
+        """Services delivered in-process (run them with ``running_locally``)."""
+        return cls(publisher, perception, _router=Router(), **kw)
+
+    @property
+    def is_loopback(self) -> bool:
+        return self._router is not None
+
+    def actors(self) -> list[Actor]:
+        """What to run on the host's bus (``run_actors``), reply router first."""
+        return [self.replies, self.capture, self.perception, self.actuator, self.reflector]
+
+    def register(self, device: Device, settings: AgentSettings) -> DeviceEntry:
+        """(Re)register a phone; its engines are built from the agent's settings."""
+        entry = DeviceEntry(
+            serial=device.serial, device=device, settings=settings,
+            capture=CaptureActor(device, fmt=settings.frame_format,
+                                 quality=settings.jpeg_quality, limiter=self.cpu),
+            actuator=ActuatorActor(device, packages=settings.packages, wait_s=settings.wait_s,
+                                   launcher_pages=settings.launcher_pages),
+            reflector=ReflectorActor(loop_guard=settings.loop_guard,
+                                     revisit_guard=settings.revisit_guard, limiter=self.cpu),
+        )
+        self.registry.put(entry)
+        return entry
+
+    def unregister(self, serial: str, entry: DeviceEntry | None = None) -> None:
+        self.registry.remove(serial, entry)
+        if serial not in self.registry:
+            self.frames.forget(serial)
+
+    @asynccontextmanager
+    async def running_locally(self) -> AsyncIterator[None]:
+        """Loopback services: run the actors in-process for the block (re-entrant)."""
+        router = self._router
+        if router is None:
+            raise RuntimeError("these services run on the bus, not locally")
+        if self._local_users:
+            self._local_users += 1
+            try:
+                yield
+            finally:
+                self._local_users -= 1
+            return
+        self._local_users = 1
+        try:
+            async with anyio.create_task_group() as tg:
+                inboxes = [(actor, router.attach(actor)) for actor in self.actors()]
+                for actor, inbox in inboxes:
+                    tg.start_soon(actor.run, inbox)
+                try:
+                    yield
+                finally:
+                    tg.cancel_scope.cancel()
+                    for _, inbox in inboxes:
+                        router.detach(inbox)
+        finally:
+            self._local_users = 0

@@ -1,0 +1,53 @@
+"""The oracle planner's script fixes (bench/oracle.py), on synthetic step histories."""
+
+from __future__ import annotations
+
+import pytest
+
+from actors.planner import StepContext
+from actors.react import StepRecord
+from bench.oracle import OraclePolicy
+from runtime.operations import ClickText, OpenApp, Operation, Stop, TypeText, Wait
+from sim.eval.tasks import get_task
+
+pytestmark = pytest.mark.anyio
+
+
+async def _run(policy: OraclePolicy, outcomes: list[tuple[str, str | None]]) -> list[Operation]:
+    """Ask the policy step by step; each issued operation gets the next (result, verdict)."""
+    history: list[StepRecord] = []
+    issued: list[Operation] = []
+    for step, (result, verdict) in enumerate([*outcomes, ("done", "ok")], 1):
+        d = await policy.decide(StepContext("x", b"", history=tuple(history), step=step))
+        assert d.operation is not None
+        issued.append(d.operation)
+        if isinstance(d.operation, Stop):
+            break
+        history.append(StepRecord(action=d.operation, result=result, verdict=verdict))
+    return issued
+
+
+async def test_a_target_not_found_is_retried_once_after_a_wait() -> None:
+    task = get_task("settings-1")(0)  # Open app (Settings), Click text (Display), (Dark mode)
+    ops = await _run(OraclePolicy(task), [("done", "ok"), ("not found", None), ("done", "ok"),
+                                          ("done", "ok"), ("done", "ok"), ("done", "ok")])
+    assert ops == [OpenApp("Settings"), ClickText("Display"), Wait(), ClickText("Display"),
+                   ClickText("Dark mode"), Stop()]
+
+
+async def test_a_second_miss_moves_on() -> None:
+    task = get_task("settings-1")(0)
+    ops = await _run(OraclePolicy(task), [("done", "ok"), ("not found", None), ("done", "ok"),
+                                          ("not found", None), ("done", "ok"), ("done", "ok")])
+    assert ops == [OpenApp("Settings"), ClickText("Display"), Wait(), ClickText("Display"),
+                   ClickText("Dark mode"), Stop()]
+
+
+async def test_an_unchanged_tap_is_repeated_but_typing_never_is() -> None:
+    task = get_task("notes-3")(0)  # Open app, Click icon (add), Click text (Note), Type, Save
+    ops = await _run(OraclePolicy(task), [("done", "ok"), ("done", "unchanged"), ("done", "ok"),
+                                          ("done", "ok"), ("done", "unchanged"), ("done", "ok"),
+                                          ("done", "ok")])
+    ref = task.reference
+    assert ops == [ref[0], ref[1], ref[1], ref[2], ref[3], ref[4], Stop()]
+    assert isinstance(ref[3], TypeText)
