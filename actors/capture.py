@@ -24,7 +24,8 @@ import anyio
 import numpy as np
 from PIL import Image
 
-from actors.rpc import DeviceEntry, DeviceRegistry, FrameStore, ServiceActor
+from actors.frames import FrameStore
+from actors.rpc import DeviceEntry, DeviceRegistry, ServiceActor
 from runtime.actor import Publisher
 from runtime.device import Device
 from runtime.messages import Frame, FrameRequest, Message, Msg

@@ -23,7 +23,8 @@ import msgspec
 import structlog
 
 from actors.capture import Captured
-from actors.rpc import DeviceEntry, DeviceRegistry, FrameStore, ServiceActor
+from actors.frames import FrameStore
+from actors.rpc import DeviceEntry, DeviceRegistry, ServiceActor
 from models.grounding import Ambiguous as GAmbiguous
 from models.grounding import Grounded as GGrounded
 from models.grounding import GroundResult, Perception, PerceptionSettings

@@ -31,7 +31,8 @@ import anyio
 import numpy as np
 
 from actors.capture import Captured
-from actors.rpc import DeviceEntry, DeviceRegistry, FrameStore, ServiceActor
+from actors.frames import FrameStore
+from actors.rpc import DeviceEntry, DeviceRegistry, ServiceActor
 from runtime.actor import Publisher
 from runtime.messages import Frame, Message, Msg, Reflection, ReflectRequest
 from runtime.operations import Back, Exit, OpenApp, Operation, Wait, format_operation

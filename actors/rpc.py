@@ -16,10 +16,7 @@ carries the same ``request_id`` on ``devices/{serial}/events/{kind}``:
   several at once in a task group it owns, bounded by ``concurrency`` (the inbox is not read
   further while that many are in flight), drops duplicate request ids (QoS 1 redelivery,
   overlapping subscriptions), and answers a failure with an ``Error`` carrying the id.
-- ``FrameStore``: a small host-local cache of decoded frames, keyed by frame id. Capture
-  fills it with the pixels it already has; perception and the reflector read them there.
-  This is a local fast path only: a frame it lacks is decoded from ``Frame.data`` as
-  received from the bus (and then kept), so a service on another host still works.
+- Decoded frames are shared through ``actors.frames.FrameStore`` (host-local).
 - ``LoopbackBus``: a publisher that delivers to in-process actors through a
   ``runtime.actor.Router`` instead of a broker, for a ``DeviceAgent`` that runs without host
   services on its bus (tests, one-off tools): the same requests, handlers and replies, only
@@ -28,18 +25,16 @@ carries the same ``request_id`` on ``devices/{serial}/events/{kind}``:
 
 from __future__ import annotations
 
-import io
 import uuid
-from collections import OrderedDict
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
 import anyio
 import msgspec
-import numpy as np
 import structlog
 from anyio.streams.memory import MemoryObjectReceiveStream
 
+from actors.frames import FrameStore
 from runtime import topics
 from runtime.actor import Actor, Envelope, Publisher, Router
 from runtime.dedupe import SeenIds
@@ -111,79 +106,6 @@ class DeviceRegistry:
 
     def __len__(self) -> int:
         return len(self._entries)
-
-
-# ---- decoded frames ----------------------------------------------------------------------
-
-
-@dataclass
-class _Stored:
-    frame: Frame
-    rgb: np.ndarray | None = None
-    view: bytes = b""  # the LLM-sized JPEG capture made, when asked for
-
-
-def decode_frame(frame: Frame) -> np.ndarray:
-    """``Frame.data`` as an RGB array (blocking: run it off the loop)."""
-    from PIL import Image
-
-    with Image.open(io.BytesIO(frame.data)) as img:
-        return np.asarray(img.convert("RGB"))
-
-
-class FrameStore:
-    """The last few frames per device, with their pixels when decoded (host-local)."""
-
-    def __init__(self, per_device: int = 4, limiter: anyio.CapacityLimiter | None = None) -> None:
-        self.per_device = max(2, per_device)
-        self._frames: dict[str, OrderedDict[str, _Stored]] = {}
-        self._limiter = limiter
-        self.decoded = 0  # frames decoded from bus bytes (the slow path)
-
-    def put(self, frame: Frame, rgb: np.ndarray | None = None, view: bytes = b"") -> None:
-        frames = self._frames.setdefault(frame.device, OrderedDict())
-        got = frames.get(frame.frame_id)
-        if got is not None:
-            if rgb is not None and got.rgb is None:
-                got.rgb = rgb
-            got.view = got.view or view
-            return
-        frames[frame.frame_id] = _Stored(frame, rgb, view)
-        while len(frames) > self.per_device:
-            frames.popitem(last=False)
-
-    def _find(self, frame_id: str, device: str = "") -> _Stored | None:
-        if device:
-            frames = self._frames.get(device)
-            return frames.get(frame_id) if frames is not None else None
-        for frames in self._frames.values():
-            if frame_id in frames:
-                return frames[frame_id]
-        return None
-
-    def frame(self, frame_id: str, device: str = "") -> Frame | None:
-        got = self._find(frame_id, device)
-        return got.frame if got is not None else None
-
-    def view(self, frame_id: str, device: str = "") -> bytes:
-        """The LLM-sized JPEG capture kept for this frame, or b"" (then use ``Frame.data``)."""
-        got = self._find(frame_id, device)
-        return got.view if got is not None else b""
-
-    async def rgb(self, frame_id: str, device: str = "") -> tuple[Frame, np.ndarray]:
-        """The frame and its pixels; decodes ``Frame.data`` once when only the bytes are here."""
-        got = self._find(frame_id, device)
-        if got is None:
-            raise KeyError(f"frame {frame_id!r} is not known on this host (too old, or its "
-                           "Frame event never arrived)")
-        if got.rgb is None:
-            got.rgb = await anyio.to_thread.run_sync(decode_frame, got.frame,
-                                                     limiter=self._limiter)
-            self.decoded += 1
-        return got.frame, got.rgb
-
-    def forget(self, device: str) -> None:
-        self._frames.pop(device, None)
 
 
 # ---- replies -----------------------------------------------------------------------------

@@ -42,12 +42,12 @@ import anyio
 from actors.actuator import ActuatorActor, ActuatorService
 from actors.capture import CaptureActor, CaptureService
 from actors.config import AgentSettings
+from actors.frames import FrameStore
 from actors.perception import PerceptionActor, PerceptionService
 from actors.reflector import ReflectorActor, ReflectorService
 from actors.rpc import (
     DeviceEntry,
     DeviceRegistry,
-    FrameStore,
     LoopbackBus,
     ReplyRouter,
     Requests,

@@ -17,12 +17,12 @@ import pytest
 from actors.capture import encode_frame, pixel_sha
 from actors.config import AgentSettings
 from actors.episode import DeviceAgent
+from actors.frames import FrameStore
 from actors.perception import PerceptionActor
 from actors.planner import ScriptedPolicy
 from actors.rpc import (
     DeviceEntry,
     DeviceRegistry,
-    FrameStore,
     ReplyRouter,
     RequestFailed,
     Requests,
