@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import base64
 import io
+import os
 import re
 import struct
 import time
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
+DEFAULT_ADB_PORT = 5037
 ADB_KEYBOARD = "com.android.adbkeyboard/.AdbIME"
 ADB_KEYBOARD_HELP = (
     "typing non-ASCII text needs the ADB Keyboard IME, which is not installed on {serial}: "
@@ -40,6 +42,21 @@ ADB_KEYBOARD_HELP = (
 KEY_BACK, KEY_HOME, KEY_ENTER = 4, 3, 66
 CapturePath = Literal["raw", "png", "auto"]
 # `input text` takes printable ASCII; tabs/newlines and everything else go through the IME.
+def adb_server_port() -> int:
+    """The adb server's port, as adb itself picks it: $ANDROID_ADB_SERVER_PORT, else 5037.
+
+    A malformed value is a ``ValueError`` naming it (adb would silently use another port).
+    """
+    raw = os.environ.get("ANDROID_ADB_SERVER_PORT", str(DEFAULT_ADB_PORT))
+    try:
+        port = int(raw)
+    except ValueError:
+        raise ValueError(f"ANDROID_ADB_SERVER_PORT={raw!r} is not a port number") from None
+    if not 0 < port < 65536:
+        raise ValueError(f"ANDROID_ADB_SERVER_PORT={raw!r} is not a port number")
+    return port
+
+
 _INPUT_TEXT_OK = re.compile(r"^[\x20-\x7e]*$")
 
 

@@ -30,7 +30,6 @@ serve``); ``run_fleet(bus, fleet)`` runs it on a bus you already have (tests, be
 
 from __future__ import annotations
 
-import os
 import socket
 import uuid
 from collections import deque
@@ -48,7 +47,7 @@ from runtime.actor import Actor, BusLike, Publisher, run_actors
 from runtime.bus import Backoff
 from runtime.config import FleetConfig, RuntimeConfig
 from runtime.dedupe import SeenIds
-from runtime.device import AdbDevice
+from runtime.device import AdbDevice, adb_server_port
 from runtime.host import VERSION, HostRuntime, InstructionGate, host_name
 from runtime.messages import (
     Answer,
@@ -207,16 +206,7 @@ class FleetStats:
 
 
 def _adb_port(cfg: FleetConfig) -> int:
-    if cfg.adb_port:
-        return cfg.adb_port
-    raw = os.environ.get("ANDROID_ADB_SERVER_PORT", "5037")
-    try:
-        port = int(raw)
-    except ValueError:
-        raise ValueError(f"ANDROID_ADB_SERVER_PORT={raw!r} is not a port number") from None
-    if not 0 < port < 65536:
-        raise ValueError(f"ANDROID_ADB_SERVER_PORT={raw!r} is not a port number")
-    return port
+    return cfg.adb_port or adb_server_port()
 
 
 def _root_cause(exc: BaseException) -> BaseException:

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import TYPE_CHECKING
 
+from runtime.device import adb_server_port as _adb_server_port
 from sim.adb.server import SimAdbServer
 from sim.phone_api import DeviceInfo, LatencyProfile, Phone
 
@@ -29,7 +30,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 RESERVED_PORTS = range(5554, 5586)  # the adb server probes these as emulators
-DEFAULT_ADB_PORT = 5037
 PhoneFactory = Callable[[DeviceInfo, int], Phone]
 
 
@@ -48,14 +48,10 @@ def make_sim_phone(info: DeviceInfo, seed: int) -> Phone:
 
 
 def adb_server_port() -> int:
-    raw = os.environ.get("ANDROID_ADB_SERVER_PORT", str(DEFAULT_ADB_PORT))
     try:
-        port = int(raw)
-    except ValueError:
-        raise FleetError(f"ANDROID_ADB_SERVER_PORT={raw!r} is not a port number") from None
-    if not 0 < port < 65536:
-        raise FleetError(f"ANDROID_ADB_SERVER_PORT={raw!r} is not a port number")
-    return port
+        return _adb_server_port()
+    except ValueError as exc:
+        raise FleetError(str(exc)) from None
 
 
 def find_adb() -> str | None:
