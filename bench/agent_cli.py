@@ -22,7 +22,14 @@ from actors.config import AgentConfig
 from actors.host import AgentHost
 from actors.planner import LLMPolicy, Policy
 from models.llm import LLMClient, LLMConfigError
-from runtime.cli import EXIT_FAIL, EXIT_OK, EXIT_USAGE, _run_async, config_from_args
+from runtime.cli import (
+    EXIT_FAIL,
+    EXIT_OK,
+    EXIT_USAGE,
+    _run_async,
+    config_from_args,
+    whole_number,
+)
 from runtime.config import secret_values
 from runtime.device import AdbDevice, DeviceError
 from runtime.log import configure_logging
@@ -245,16 +252,6 @@ async def _replay(cfg: AgentConfig, args: argparse.Namespace, actions: list[dict
     return EXIT_FAIL
 
 
-def _phones(text: str) -> int:
-    try:
-        n = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if not 1 <= n <= 16:
-        raise argparse.ArgumentTypeError(f"must be between 1 and 16, not {n}")
-    return n
-
-
 # ---- registration (entry points in the mobagent.commands group) -----------------------
 
 
@@ -278,7 +275,7 @@ def register_demo(sub: Sub) -> None:
                                    "simulated phones, Mobile-Eval-sim tasks through the real "
                                    "actors, a results table and an HTML report.")
     p.add_argument("--out", help="run directory (default runs/demo-<time>)")
-    p.add_argument("--phones", type=_phones, default=3, help="simulated phones (1-16)")
+    p.add_argument("--phones", type=whole_number(1, 16, "phones"), default=3, help="simulated phones (1-16)")
     p.add_argument("--tasks", default="demo", help="'demo', 'all' or comma-separated task ids")
     p.add_argument("--seeds", default="0")
     p.add_argument("--quiet", action="store_true", help="no per-step progress lines")

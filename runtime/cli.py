@@ -269,14 +269,20 @@ def _positive(text: str) -> float:
     return value
 
 
-def _count(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
-    return value
+def whole_number(low: int, high: int | None = None, what: str = "") -> Callable[[str], int]:
+    """An argparse ``type``: a whole number from ``low`` to ``high`` (no upper bound: None)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+        if value < low or (high is not None and value > high):
+            bound = f"between {low} and {high}" if high is not None else f"at least {low}"
+            raise argparse.ArgumentTypeError(f"{what or 'it'} must be {bound}, not {value}")
+        return value
+
+    return parse
 
 
 def _not_installed(name: str) -> Callable[[argparse.Namespace], int]:
@@ -309,7 +315,7 @@ def _add_watch(sub: SubParsers[argparse.ArgumentParser]) -> None:
                        description="Print events as they happen, for one phone or all.")
     p.add_argument("device", nargs="?", help="only this phone's events")
     p.add_argument("--json", action="store_true", help="one JSON object per line")
-    p.add_argument("--count", type=_count, help="exit after this many events")
+    p.add_argument("--count", type=whole_number(1, what="count"), help="exit after this many events")
     p.add_argument("--timeout", type=_positive, metavar="SECONDS", help="exit after this long")
     p.set_defaults(func=cmd_watch)
 

@@ -14,31 +14,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
+from runtime.cli import whole_number
 from sim.fleet import FleetError, PhoneFactory, SimFleet, adb_server_port
 from sim.phone_api import LatencyProfile
 
 PROFILES = ("instant", "realistic")
 MAX_COUNT = 64
-
-
-def _count(text: str) -> int:
-    try:
-        n = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if not 1 <= n <= MAX_COUNT:
-        raise argparse.ArgumentTypeError(f"count must be between 1 and {MAX_COUNT}, not {n}")
-    return n
-
-
-def _seed(text: str) -> int:
-    try:
-        n = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if n < 0:
-        raise argparse.ArgumentTypeError(f"seed must be >= 0, not {n}")
-    return n
 
 
 def _millis(text: str) -> float:
@@ -67,8 +48,8 @@ def register(subparsers: Any) -> None:
         description="Start N simulated phones in this process, each on its own loopback port "
                     "and `adb connect`ed to the adb server on ANDROID_ADB_SERVER_PORT; print "
                     "their serials and run until Ctrl-C.")
-    p.add_argument("--count", type=_count, default=1, help="number of phones (default 1)")
-    p.add_argument("--seed", type=_seed, default=0,
+    p.add_argument("--count", type=whole_number(1, MAX_COUNT, "count"), default=1, help="number of phones (default 1)")
+    p.add_argument("--seed", type=whole_number(0, what="seed"), default=0,
                    help="perturbation seed; 0 is the canonical layout (default 0)")
     p.add_argument("--profile", choices=PROFILES, default="instant",
                    help="latency profile (default instant; realistic: screencap 250 ms, "
