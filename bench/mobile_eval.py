@@ -268,7 +268,6 @@ async def run_episode(host: AgentHost, serial: str, task: Task, phone: Any,
     ep_dir = record_dir / safe_name(episode_id)
     if ep_dir.exists():  # a rerun into the same directory replaces the episode
         await anyio.to_thread.run_sync(shutil.rmtree, ep_dir)
-    await anyio.to_thread.run_sync(fresh_phone, phone)
     await anyio.to_thread.run_sync(task.setup, phone)
     initial = task.milestone_flags(phone)
     instr = Instruction(id=f"{episode_id}-{os.urandom(3).hex()}", text=task.instruction,
@@ -299,17 +298,6 @@ async def run_episode(host: AgentHost, serial: str, task: Task, phone: Any,
                              sum(map(len, segments)), 0)
     result = EpisodeResult(task.task_id(), task.app, task.tier, task.seed, score, error)
     return Episode(result, serial, status, reason, wall, str(ep_dir), step_timings(events))
-
-
-def fresh_phone(phone: Any) -> None:
-    """Forget which apps this phone has launched before, so the pop-ups and spinners a
-    launch draws (keyed by the app's launch count) are the same whatever episodes the
-    phone ran before: with N phones sharing a queue, each phone's history differs with N.
-    ``sim.eval.checks.fresh_start`` keeps the count; this reaches into the simulator (a
-    benchmark may) until it resets it itself."""
-    launches = getattr(phone, "_launches", None)
-    if isinstance(launches, dict):
-        launches.clear()
 
 
 async def _recorded(path: Path, executed: int) -> list[dict[str, Any]]:

@@ -24,9 +24,11 @@ HOME_KEY = 3
 def fresh_start(phone: SimPhone) -> None:
     """Every app back to its seeded state, no app running, on the launcher's first page.
 
-    A phone reused between episodes then starts each task the same way a new one does
-    (perturbations that belong to the phone, dark theme and font scale, are kept).
+    A phone reused between episodes then starts each task the same way a new one does, also
+    the launch pop-ups and spinners (perturbations that belong to the phone, dark theme and
+    font scale, are kept).
     """
+    phone.forget_launches()
     for app in phone.apps():
         phone.force_stop(app.package)
         phone.set_state(app.package, app.new_state(phone.seed))

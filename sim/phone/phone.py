@@ -239,6 +239,12 @@ class SimPhone(Navigator):
     def dialog_visible(self) -> bool:
         return self.dialog_box() is not None
 
+    def forget_launches(self) -> None:
+        """Forget which apps were launched: the pop-ups and spinners keyed by an app's launch
+        count then come as on a new phone."""
+        with self._lock:
+            self._launches.clear()
+
     def dialog_box(self) -> tuple[int, int, int, int] | None:
         """The open dialog's box (left, top, right, bottom), or None when there is none."""
         with self._lock:
