@@ -425,10 +425,3 @@ class OcrCache:
         lines = sorted(kept + fresh, key=lambda ln: (round(ln.box[1] / 10), ln.box[0]))
         return OcrResult(width=prev.width, height=prev.height, lines=tuple(lines),
                          total_s=time.perf_counter() - t0)
-
-
-def default_model_dir() -> Path:
-    """Where rapidocr's bundled models live (for reports and diagnostics)."""
-    import rapidocr_onnxruntime
-
-    return Path(rapidocr_onnxruntime.__file__).parent / "models"
