@@ -331,7 +331,7 @@ class Bus:
         session-carrying CONNECT is not used for this, because amqtt stalls on its
         properties instead of refusing, and a clean start would wipe our session.
         """
-        probe = aiomqtt.Client(
+        probe = _GuardedClient(
             self.address.host, self.address.port,
             username=self.cfg.username or self.address.username or None,
             password=self.cfg.password or self.address.password or None,

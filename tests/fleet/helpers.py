@@ -8,14 +8,11 @@ so a test can check that each phone shows only its own instructions' effects.
 
 from __future__ import annotations
 
-import asyncio
-import errno
 import zlib
 from collections import defaultdict
-from collections.abc import AsyncIterator, Callable, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Any
 
 import anyio
 import msgspec
@@ -209,31 +206,3 @@ def typed_tokens(phone: object) -> list[str]:
 def tapped(phone: object) -> list[tuple[int, int]]:
     calls = phone.calls_of("tap")  # type: ignore[attr-defined]
     return [(int(c[0]), int(c[1])) for c in calls]
-
-
-@contextmanager
-def tolerate_aiomqtt_ebadf() -> Iterator[list[str]]:
-    """Tolerate (and count) one known aiomqtt 2.x race seen under rapid broker restarts.
-
-    aiomqtt's ``_on_socket_register_write`` schedules ``loop.add_writer(fd, ...)`` from
-    paho's thread; when that connection has already died, the fd is closed by the time the
-    loop runs it, ``add_writer`` raises ``OSError(EBADF)``, and anyio's test runner re-raises
-    the loop error after the test. Nothing of ours is involved. The loop's ``add_writer`` is
-    wrapped to drop exactly that error (a writer for a closed fd has nothing to write); the
-    wrapper stays for the loop's life because the race also fires while the loop winds
-    down. (Reported to the runtime owner: the bus could guard it in production too.)
-    """
-    loop = asyncio.get_running_loop()
-    seen: list[str] = []
-    original = loop.add_writer
-
-    def add_writer(fd: Any, callback: Callable[..., object], *args: Any) -> None:
-        try:
-            original(fd, callback, *args)
-        except OSError as exc:
-            if exc.errno != errno.EBADF:
-                raise
-            seen.append(repr(fd))
-
-    loop.add_writer = add_writer  # type: ignore[method-assign, assignment]
-    yield seen
