@@ -7,13 +7,13 @@ received from the bus (and then kept), so a service on another host still works.
 
 from __future__ import annotations
 
-import io
 from collections import OrderedDict
 from dataclasses import dataclass
 
 import anyio
 import numpy as np
 
+from runtime.images import decode_rgb
 from runtime.messages import Frame
 
 
@@ -26,10 +26,7 @@ class _Stored:
 
 def decode_frame(frame: Frame) -> np.ndarray:
     """``Frame.data`` as an RGB array (blocking: run it off the loop)."""
-    from PIL import Image
-
-    with Image.open(io.BytesIO(frame.data)) as img:
-        return np.asarray(img.convert("RGB"))
+    return decode_rgb(frame.data)
 
 
 class FrameStore:

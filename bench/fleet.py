@@ -138,7 +138,8 @@ class TimingBus:
         await self._bus.publish(topic, msg, qos=qos, retain=retain)
 
 
-def agent_worker(llm: Any, services: Any, stats: RunStats, llm_delay: float, steps: int) -> Any:
+def agent_worker(llm: Any, services: Any, stats: RunStats, llm_delay: float, steps: int,
+                 capture: Literal["png", "raw"] = "png") -> Any:
     """``run_episode`` running the agent's DeviceAgent (actors/) on one phone, its step
     requests served by the host's ``services`` on the bus."""
     from actors.config import AgentSettings
@@ -159,9 +160,7 @@ def agent_worker(llm: Any, services: Any, stats: RunStats, llm_delay: float, ste
     def make_agent(handle: DeviceHandle) -> DeviceAgent:
         return DeviceAgent(
             TimingBus(handle.bus, acc, stats, llm_delay),
-            # PNG: the raw path's 10 MB frames are slower over the simulated transport,
-            # and "auto" would time both on the first step.
-            TimedDevice(AdbDevice(handle.serial, client=handle.adb, capture="png",
+            TimedDevice(AdbDevice(handle.serial, client=handle.adb, capture=capture,
                                   timeout_s=30.0), acc),
             settings=settings, perception=services.perception_engine,
             policy_for=lambda _i: LLMPolicy(llm), host=handle.host, services=services)
@@ -197,7 +196,8 @@ class Mosquitto:
         self.port = free_port()
         conf = self.dir / "m.conf"
         conf.write_text(f"listener {self.port} 127.0.0.1\nallow_anonymous true\n"
-                        "max_queued_messages 100000\nmax_inflight_messages 100\n")
+                        "max_queued_messages 100000\nmax_inflight_messages 100\n"
+                        "set_tcp_nodelay true\n")  # as configs/mosquitto/mosquitto.conf
         self.proc = subprocess.Popen([exe, "-c", str(conf)], stdout=subprocess.DEVNULL,
                                      stderr=subprocess.DEVNULL)
         import socket
@@ -353,7 +353,8 @@ async def run_n(n: int, args: argparse.Namespace, adb_port: int, llm_url: str,
                 from actors.services import AgentServices
 
                 services = AgentServices(hbus, perception)
-                worker = agent_worker(llm_client, services, stats, args.llm_delay, args.steps)
+                worker = agent_worker(llm_client, services, stats, args.llm_delay, args.steps,
+                                      args.capture)
                 extra = services.actors()
             fm = FleetManager(hbus, run_episode=worker, host="bench",
                               config=FleetConfig(serials=serials, adb_port=adb_port,
@@ -444,6 +445,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="the rendered simulated phone, or a cheap solid-colour stand-in")
     p.add_argument("--loop", choices=("agent", "own"), default="agent",
                    help="the agent's actors (default), or the benchmark's own minimal loop")
+    p.add_argument("--capture", choices=("png", "raw"), default="png",
+                   help="the screenshot path the agent loop takes (see runtime/device.py)")
     p.add_argument("--sim-procs", type=int, default=2,
                    help="run the phones in this many separate processes (0: in this process)")
     p.add_argument("--out", type=Path, default=Path("bench-out/fleet"))

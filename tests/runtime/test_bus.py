@@ -71,6 +71,19 @@ async def test_every_message_type_round_trips(broker_kind: str,
 
 
 @pytest.mark.anyio
+async def test_the_connection_has_nagle_off(broker_kind: str,
+                                            mosquitto_factory: MosquittoFactory) -> None:
+    # With Nagle on, an event published right after a PUBACK waits ~40 ms for a delayed ACK.
+    import socket
+
+    async with open_broker(broker_kind, mosquitto_factory) as address, \
+            Bus(FAST, address) as bus:
+        assert bus._client is not None
+        sock = bus._client._client.socket()
+        assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) != 0
+
+
+@pytest.mark.anyio
 async def test_bad_payloads_are_rejected_and_reported(broker_kind: str,
                                                       mosquitto_factory: MosquittoFactory) -> None:
     reject_topic = topics.host_event("h1", "error")
