@@ -300,6 +300,10 @@ class DeviceAgent(Actor):
                 await self._control_event.wait()
         return None
 
+    def detach(self) -> None:
+        """Leave the host's services (the phone is gone); ``run_episode`` re-registers."""
+        self.services.unregister(self.serial, self.entry)
+
     # ---- one episode ------------------------------------------------------------------
 
     async def run_episode(self, instr: Instruction) -> EpisodeOutcome:

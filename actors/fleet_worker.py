@@ -1,7 +1,8 @@
 """The agent loop as the fleet's per-phone worker: ``runtime.fleet`` calls ``run_episode``.
 
 runtime/ cannot import actors/, so this adapter lives here: one ``DeviceAgent`` per phone,
-kept in the handle's per-phone state (reset when the phone returns), with the fleet's
+kept in the handle's per-phone state (reset when the phone returns; the agent detaches from
+the host's services when its group ends), with the fleet's
 Cancel and the episode's control messages (Approve, Answer, Steer, which the fleet routes to
 the running episode) forwarded to the agent's control inbox.
 
@@ -34,6 +35,7 @@ def agent_worker(make_agent: Callable[[DeviceHandle], DeviceAgent]) -> RunEpisod
         agent = handle.state.get("agent")
         if not isinstance(agent, DeviceAgent):
             agent = handle.state["agent"] = make_agent(handle)
+            handle.closers.append(agent.detach)  # the phone left: its service entry goes
         if not instr.episode_id:  # one episode id for the fleet and the agent's events
             instr = msgspec.structs.replace(instr, episode_id=control.episode_id)
         topic = topics.device_control(handle.serial)

@@ -147,6 +147,18 @@ class DeviceHandle:
     bus: Publisher
     device: AdbDevice
     state: dict[str, Any] = field(default_factory=dict)  # per-generation scratch space
+    # Called (newest first) when this generation's group ends: the phone dropped, or the
+    # fleet stops. The work registers its per-phone clean-up here.
+    closers: list[Callable[[], None]] = field(default_factory=list)
+
+    def close(self) -> None:
+        while self.closers:
+            closer = self.closers.pop()
+            try:
+                closer()
+            except Exception as exc:  # one failing clean-up must not skip the others
+                log.warning("fleet_closer_failed", device=self.serial,
+                            error=f"{type(exc).__name__}: {exc}")
 
     def adb_device(self) -> adbutils.AdbDevice:
         """The adbutils device, scoped to this serial (blocking: call it off the loop)."""
@@ -627,6 +639,7 @@ class FleetManager(Actor):
                     finally:
                         slot.tg = None
         finally:
+            handle.close()
             slot.scope = None
             done.set()
 

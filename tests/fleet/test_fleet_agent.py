@@ -46,7 +46,8 @@ def agent_worker(llm: LLMClient, services: AgentServices, settings: AgentSetting
 
 @asynccontextmanager
 async def agent_fleet_host(address: BrokerAddress, serials: list[str], llm: LLMClient,
-                           settings: AgentSettings) -> AsyncIterator[FleetManager]:
+                           settings: AgentSettings
+                           ) -> AsyncIterator[tuple[FleetManager, AgentServices]]:
     """A host: its bus, the fleet with the agent worker, and the agent services beside it."""
     async with Bus(FAST, address, client_id="agent-fleet-host", persistent=False) as bus, \
             anyio.create_task_group() as tg:
@@ -58,7 +59,7 @@ async def agent_fleet_host(address: BrokerAddress, serials: list[str], llm: LLMC
             while sorted(s for s, st in fleet.devices().items() if st == "idle") != sorted(serials):  # noqa: ASYNC110
                 await anyio.sleep(0.05)
         try:
-            yield fleet
+            yield fleet, services
         finally:
             tg.cancel_scope.cancel()
 
@@ -94,7 +95,7 @@ async def test_fleet_runs_the_real_agent_loop_on_two_phones(
                     seen.append((topic, msg))
 
             async with anyio.create_task_group() as watching, \
-                    agent_fleet_host(address, fleet.serials, llm, settings) as fm, \
+                    agent_fleet_host(address, fleet.serials, llm, settings) as (fm, services), \
                     fleet_client(address) as client:
                 watching.start_soon(collect)
                 for i, serial in enumerate(fleet.serials):
@@ -103,7 +104,10 @@ async def test_fleet_runs_the_real_agent_loop_on_two_phones(
                 await client.wait_finished(["agent-0", "agent-1"], timeout_s=60)
                 await anyio.sleep(0.5)
                 assert fm.stats.finished == {"succeeded": 2}
+                assert all(s in services.registry for s in fleet.serials)
                 watching.cancel_scope.cancel()
+            # The fleet stopped: each phone's group ended and its agent left the services.
+            assert len(services.registry) == 0
     fin = client.finished_ids()
     for i, serial in enumerate(fleet.serials):
         assert fin[f"agent-{i}"].status == "succeeded", fin[f"agent-{i}"]

@@ -151,3 +151,22 @@ async def test_cancel_is_enforced_after_the_grace_period(
         assert fin.status == "cancelled" and "grace" in fin.reason
         assert 0.9 <= took < 5
         assert await client.wait_status(serial, "idle") > 0
+
+
+def test_a_handle_runs_every_closer_newest_first_even_when_one_fails() -> None:
+    from typing import Any
+
+    from runtime.fleet import DeviceHandle
+
+    ran: list[str] = []
+
+    def failing() -> None:
+        ran.append("failing")
+        raise RuntimeError("clean-up bug")
+
+    none: Any = None
+    handle = DeviceHandle(serial="s1", host="h", generation=1, adb=none, bus=none, device=none)
+    handle.closers += [lambda: ran.append("first"), failing, lambda: ran.append("last")]
+    handle.close()
+    handle.close()  # each runs once
+    assert ran == ["last", "failing", "first"]

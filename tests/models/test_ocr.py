@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import itertools
+
 import anyio
 import cv2
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from models.grounding import normalize
 from models.ocr import (
@@ -16,6 +20,7 @@ from models.ocr import (
     OcrResult,
     OcrSettings,
     pick_providers,
+    plan_batches,
     to_bgr,
 )
 from tests.fixtures.data import RicoDev
@@ -150,3 +155,38 @@ def test_providers() -> None:
     assert pick_providers(("CPUExecutionProvider",)) == ["CPUExecutionProvider"]
     with pytest.raises(OcrError):
         pick_providers(("NoSuchExecutionProvider",))
+
+
+def _cost(groups: list[range], widths: list[int]) -> int:
+    from models.ocr import RUN_COST_PX
+
+    return sum(RUN_COST_PX + len(g) * widths[g.stop - 1] for g in groups)
+
+
+@given(st.lists(st.integers(96, 1500), min_size=0, max_size=8), st.sampled_from([1024, 2048]))
+def test_planned_recognition_runs_are_optimal_partitions(raw: list[int], area: int) -> None:
+    widths = sorted(raw)
+    groups = plan_batches(widths, area)
+    assert [i for g in groups for i in g] == list(range(len(widths)))  # contiguous, in order
+    assert all(len(g) == 1 or len(g) * widths[g.stop - 1] <= area for g in groups)
+    best = None  # brute force: every way to cut the sorted list
+    for cuts in itertools.product((False, True), repeat=max(0, len(widths) - 1)):
+        bounds = [0, *[i + 1 for i, c in enumerate(cuts) if c], len(widths)]
+        cand = [range(a, b) for a, b in itertools.pairwise(bounds) if b > a]
+        if all(len(g) == 1 or len(g) * widths[g.stop - 1] <= area for g in cand):
+            cost = _cost(cand, widths)
+            best = cost if best is None else min(best, cost)
+    assert _cost(groups, widths) == (best or 0)
+
+
+def test_planned_and_fixed_recognition_runs_read_the_same_screen(ocr_engine: Ocr) -> None:
+    s = Screen()
+    words = ["OK", "Cancel", "Wi-Fi", "Bluetooth and devices", "Storage",
+             "Notifications and do not disturb settings", "Battery", "About phone"]
+    for i, w in enumerate(words):
+        s.text((40, 200 + i * 150), w, size=44)
+    planned = ocr_engine.run(s.image)
+    fixed = Ocr(OcrSettings(rec_batch=6)).run(s.image)
+    want = {normalize(w)[0] for w in words}
+    assert want <= {normalize(ln.text)[0] for ln in planned.lines}
+    assert want <= {normalize(ln.text)[0] for ln in fixed.lines}
