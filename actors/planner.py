@@ -70,7 +70,7 @@ class Policy(Protocol):
 
     async def choose(
         self, ctx: StepContext, target: str, image: bytes, labels: Sequence[int],
-        texts: Sequence[str], points: Sequence[tuple[int, int]] = (),
+        texts: Sequence[str], points: Sequence[tuple[int, int]] = (), reason: str = "",
     ) -> Choice: ...
 
     async def check_completion(self, ctx: StepContext) -> Completion: ...
@@ -115,12 +115,12 @@ class LLMPolicy:
 
     async def choose(
         self, ctx: StepContext, target: str, image: bytes, labels: Sequence[int],
-        texts: Sequence[str], points: Sequence[tuple[int, int]] = (),
+        texts: Sequence[str], points: Sequence[tuple[int, int]] = (), reason: str = "",
     ) -> Choice:
         try:
             parsed = await choose_box(
                 self.llm, instruction=ctx.instruction, target=target, image=image, labels=labels,
-                texts=texts, max_reasks=self.max_reasks,
+                texts=texts, reason=reason, max_reasks=self.max_reasks,
             )
         except UnparsableReply as exc:
             return Choice(None, exc.replies)
@@ -161,7 +161,7 @@ class ScriptedPolicy:
 
     async def choose(
         self, ctx: StepContext, target: str, image: bytes, labels: Sequence[int],
-        texts: Sequence[str], points: Sequence[tuple[int, int]] = (),
+        texts: Sequence[str], points: Sequence[tuple[int, int]] = (), reason: str = "",
     ) -> Choice:
         exact = [n for n, t in zip(labels, texts, strict=False) if t.strip() == target.strip()]
         return Choice(exact[0] if exact else (labels[0] if labels else None))

@@ -473,20 +473,23 @@ def chooser_messages(
     image: bytes,
     labels: Sequence[int],
     texts: Sequence[str] = (),
+    reason: str = "",
 ) -> list[ChatMessage]:
     """Ask which numbered box (``labels``, as drawn on ``image``) is ``target``.
 
-    ``texts``, parallel to ``labels``, is what perception read in each box (optional)."""
+    ``texts``, parallel to ``labels``, is what perception read in each box (optional);
+    ``reason`` is why perception could not pick one itself (optional)."""
     numbers = ", ".join(str(n) for n in labels)
     read = ""
     if texts:
         read = "Text read in the boxes: " + "; ".join(
             f'{n}: "{_one_line(t, 60)}"' for n, t in zip(labels, texts, strict=False) if t
         ) + "\n"
+    why = f"Why these boxes: {_one_line(reason, 300)}\n" if reason else ""
     text = (
         f"The user's instruction: {_one_line(instruction, 1000)}\n"
         f"The target to tap: {_one_line(target, 200)}\n"
-        f"The boxes are numbered {numbers}. Which box is the target?\n{read}"
+        f"The boxes are numbered {numbers}. Which box is the target?\n{read}{why}"
         "Reply with one line: 'Box: N' with N one of the numbers, or 'Box: none' when no box "
         "is the target."
     )
@@ -660,11 +663,13 @@ async def choose_box(
     image: bytes,
     labels: Sequence[int],
     texts: Sequence[str] = (),
+    reason: str = "",
     max_reasks: int = 2,
 ) -> Parsed[int | None]:
     """The chooser call for perception's Ambiguous: the chosen label, or None (no box)."""
     msgs = chooser_messages(
-        instruction=instruction, target=target, image=image, labels=labels, texts=texts
+        instruction=instruction, target=target, image=image, labels=labels, texts=texts,
+        reason=reason,
     )
     return await ask_until_parsed(
         llm, "chooser", msgs, lambda t: parse_choice(t, labels), max_reasks=max_reasks

@@ -87,7 +87,7 @@ class OraclePolicy:
 
     async def choose(
         self, ctx: StepContext, target: str, image: bytes, labels: Sequence[int],
-        texts: Sequence[str], points: Sequence[tuple[int, int]] = (),
+        texts: Sequence[str], points: Sequence[tuple[int, int]] = (), reason: str = "",
     ) -> Choice:
         if not labels:
             return Choice(None)

@@ -186,6 +186,7 @@ class Ambiguous(Msg, tag="ambiguous", frozen=True):
     marked_image: bytes = b""
     image_format: ImageFormat = "png"
     request_id: str = ""  # the request this answers ("" when none)
+    reason: str = ""  # why perception could not pick one (shown to the chooser)
 
 
 class NotFound(Msg, tag="not_found", frozen=True):

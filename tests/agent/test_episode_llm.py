@@ -232,6 +232,8 @@ async def test_not_found_is_feedback_and_ambiguous_is_one_chooser_call(
     assert amb and amb[0].step == 2 and len(amb[0].candidates) >= 2 and amb[0].marked_image
     chooser = openai_server.requests[2]
     assert chooser.model == "choose-m" and chooser.images()
+    assert amb[0].reason  # perception says why it could not pick, and the chooser hears it
+    assert f"Why these boxes: {amb[0].reason}" in " ".join(chooser.texts())
     chosen = [g for g in run.of(Grounded) if g.source == "chooser"]
     assert chosen and (chosen[0].x, chosen[0].y) == amb[0].candidates[0].box.center
     assert any(u.purpose == "choose" for u in run.of(LlmUsage))

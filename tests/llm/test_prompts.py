@@ -212,7 +212,7 @@ async def test_chooser_and_completion_calls(
     async with LLMClient(settings_for()) as llm:
         choice = await choose_box(llm, instruction="i", target="Click text (OK)",
                                   image=png_screen(200, 200), labels=[1, 2, 3],
-                                  texts=["OK", "Ok", ""])
+                                  texts=["OK", "Ok", ""], reason="2 places match exactly")
         verdict = await check_completion(llm, instruction="Write hello", history=history,
                                          screenshot=png_screen(200, 300))
     assert choice.value == 2 and "no box 7" in choice.errors[0]
@@ -221,6 +221,7 @@ async def test_chooser_and_completion_calls(
     assert c1.model == "choose-m" and r.model == "reflect-m"
     assert "numbered 1, 2, 3" in " ".join(c1.texts())
     assert 'Text read in the boxes: 1: "OK"; 2: "Ok"' in " ".join(c1.texts())
+    assert "Why these boxes: 2 places match exactly" in " ".join(c1.texts())
     assert len(c1.images()) == 1
     assert "1. Type (hello) -> done" in " ".join(r.texts())
     assert "not complete yet: not saved yet" in incomplete_feedback(verdict.value.reason)
