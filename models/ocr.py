@@ -3,7 +3,7 @@
 We drive rapidocr's detector and recogniser ourselves instead of calling `RapidOCR()`:
 - the detector gets an image we have already shrunk (its `limit_side_len` cannot shrink),
   while recognition crops come from the full-resolution frame (small text stays legible);
-- recognition runs in larger width-sorted batches;
+- recognition runs in batches planned by line width (`plan_batches`), not fixed runs of 6;
 - a band at the top (the status bar) can be skipped;
 - per-character boxes come from the CTC columns, so a word inside a line can be tapped;
 - `OcrCache` re-reads only the horizontal bands that changed since a device's previous frame.

@@ -50,16 +50,15 @@ def shrink(rgb: np.ndarray, max_side: int) -> np.ndarray:
 
 
 def encode_jpeg(rgb: np.ndarray, quality: int = 80) -> bytes:
-    ok, buf = cv2.imencode(".jpg", cv2.cvtColor(rgb, cv2.COLOR_RGB2BGR),
-                           [cv2.IMWRITE_JPEG_QUALITY, int(quality)])
-    if not ok:
-        raise ValueError(f"cannot encode a {rgb.shape} image as JPEG")
-    return bytes(buf)
+    return _encode(rgb, ".jpg", [cv2.IMWRITE_JPEG_QUALITY, int(quality)])
 
 
 def encode_png(rgb: np.ndarray, level: int = 1) -> bytes:
-    ok, buf = cv2.imencode(".png", cv2.cvtColor(rgb, cv2.COLOR_RGB2BGR),
-                           [cv2.IMWRITE_PNG_COMPRESSION, int(level)])
+    return _encode(rgb, ".png", [cv2.IMWRITE_PNG_COMPRESSION, int(level)])
+
+
+def _encode(rgb: np.ndarray, ext: str, params: list[int]) -> bytes:
+    ok, buf = cv2.imencode(ext, cv2.cvtColor(rgb, cv2.COLOR_RGB2BGR), params)
     if not ok:
-        raise ValueError(f"cannot encode a {rgb.shape} image as PNG")
+        raise ValueError(f"cannot encode a {rgb.shape} image as {ext[1:].upper()}")
     return bytes(buf)
