@@ -95,9 +95,9 @@ class MilestoneProbe:
 
     async def choose(
         self, ctx: StepContext, target: str, image: bytes, labels: Sequence[int],
-        texts: Sequence[str], points: Sequence[tuple[int, int]] = (),
+        texts: Sequence[str], points: Sequence[tuple[int, int]] = (), reason: str = "",
     ) -> Choice:
-        return await self.inner.choose(ctx, target, image, labels, texts, points)
+        return await self.inner.choose(ctx, target, image, labels, texts, points, reason=reason)
 
     async def check_completion(self, ctx: StepContext) -> Completion:
         return await self.inner.check_completion(ctx)
