@@ -382,7 +382,6 @@ class _Episode:
         self.not_complete = 0
         self.first_capture_s = 0.0
         svc = agent.services
-        self.t_frame = svc.capture.serve_timeout_s + REQUEST_MARGIN_S
         self.t_ground = svc.perception.serve_timeout_s + REQUEST_MARGIN_S
         self.t_act = svc.actuator.serve_timeout_s + REQUEST_MARGIN_S
         self.t_reflect = svc.reflector.serve_timeout_s + REQUEST_MARGIN_S

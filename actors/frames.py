@@ -24,11 +24,6 @@ class _Stored:
     view: bytes = b""  # the LLM-sized JPEG capture made, when asked for
 
 
-def decode_frame(frame: Frame) -> np.ndarray:
-    """``Frame.data`` as an RGB array (blocking: run it off the loop)."""
-    return decode_rgb(frame.data)
-
-
 class FrameStore:
     """The last few frames per device, with their pixels when decoded (host-local)."""
 
@@ -75,7 +70,7 @@ class FrameStore:
             raise KeyError(f"frame {frame_id!r} is not known on this host (too old, or its "
                            "Frame event never arrived)")
         if got.rgb is None:
-            got.rgb = await anyio.to_thread.run_sync(decode_frame, got.frame,
+            got.rgb = await anyio.to_thread.run_sync(decode_rgb, got.frame.data,
                                                      limiter=self._limiter)
             self.decoded += 1
         return got.frame, got.rgb

@@ -104,7 +104,8 @@ class PerceptionActor:
         if isinstance(result, GAmbiguous):
             return Ambiguous(
                 frame_id=fid, image_format="jpeg", marked_image=result.marked_jpeg,
-                reason=result.reason[:500], candidates=[Candidate(index=c.number, box=_box(c.box), text=c.label)
+                reason=result.reason[:500],
+                candidates=[Candidate(index=c.number, box=_box(c.box), text=c.label)
                             for c in result.candidates])
         return NotFound(frame_id=fid, query=result.query, closest=list(result.closest))
 

@@ -7,7 +7,6 @@ import. Exit codes follow runtime/cli.py: 0 ok, 1 failed, 2 usage, 130 interrupt
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 import uuid
@@ -34,6 +33,7 @@ from runtime.config import secret_values
 from runtime.device import AdbDevice, DeviceError
 from runtime.log import configure_logging
 from runtime.messages import Instruction
+from runtime.report import read_events
 
 Sub = Any  # argparse's private _SubParsersAction
 
@@ -189,15 +189,8 @@ def recorded_actions(path: Path) -> list[dict[str, Any]]:
         raise FileNotFoundError(f"no events.jsonl under {path}")
     if len(files) > 1:
         raise ValueError(f"{path} holds {len(files)} episodes; name one episode directory")
-    actions = []
-    for line in files[0].read_text(encoding="utf-8").splitlines():
-        try:
-            ev = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(ev, dict) and ev.get("event") == "action_done" and ev.get("ok"):
-            actions.append(ev)
-    return actions
+    events, _ = read_events(files[0], str(files[0]))
+    return [ev for ev in events if ev.get("event") == "action_done" and ev.get("ok")]
 
 
 def cmd_replay(args: argparse.Namespace) -> int:

@@ -11,8 +11,8 @@ delay (``--llm-delay``).
 ``--loop agent`` (the default) runs the agent loop: ``actors.episode.DeviceAgent`` per phone
 under the fleet, its capture, actuator and reflector requests answered by the host's agent
 services on the same bus (``actors.services.AgentServices`` beside the fleet: every request
-and reply crosses the broker), LLMPolicy through ``models.llm``, with a scripted back-and-forth of swipes and a Stop, OCR off and no
-settle sleep. ``--loop own`` is the benchmark's own minimal loop instead: a screenshot
+and reply crosses the broker), LLMPolicy through ``models.llm``, with a scripted
+back-and-forth of swipes and a Stop, OCR off and no settle sleep. ``--loop own`` is the benchmark's own minimal loop instead: a screenshot
 through adbutils, the frame downscaled and JPEG-encoded, one chat-completions call with
 the image, the reply's ``Tap (x, y)`` parsed, a tap, a StepTiming event.
 

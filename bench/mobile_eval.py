@@ -59,6 +59,7 @@ from runtime.device import AdbDevice  # noqa: E402
 from runtime.log import configure_logging  # noqa: E402
 from runtime.messages import Instruction  # noqa: E402
 from runtime.operations import Operation  # noqa: E402
+from runtime.report import read_events  # noqa: E402
 from sim.eval.metrics import EpisodeScore, StepRecord, score_episode  # noqa: E402
 from sim.eval.report import EpisodeResult, summary, table_by_app_and_tier  # noqa: E402
 from sim.eval.task import Task  # noqa: E402
@@ -101,19 +102,6 @@ class MilestoneProbe:
 
     async def check_completion(self, ctx: StepContext) -> Completion:
         return await self.inner.check_completion(ctx)
-
-
-def read_events(path: Path) -> list[dict[str, Any]]:
-    events = []
-    if path.is_file():
-        for line in path.read_text(encoding="utf-8").splitlines():
-            try:
-                ev = json.loads(line)
-            except ValueError:
-                continue  # a line being written
-            if isinstance(ev, dict):
-                events.append(ev)
-    return events
 
 
 def steps_from_events(events: Sequence[dict[str, Any]], flags_at: dict[int, Flags],
@@ -305,7 +293,8 @@ async def _recorded(path: Path, executed: int) -> list[dict[str, Any]]:
     events: list[dict[str, Any]] = []
     with anyio.move_on_after(RECORDER_WAIT_S):
         while True:
-            events = await anyio.to_thread.run_sync(read_events, path)
+            # A line still being written, or no file yet, is skipped (a note, not an error).
+            events, _ = await anyio.to_thread.run_sync(read_events, path, path.name)
             finished = any(ev.get("event") == "episode_finished" for ev in events)
             actions = sum(1 for ev in events if ev.get("event") == "action_done" and ev.get("ok"))
             if finished and actions >= executed:

@@ -42,7 +42,8 @@ ADB_KEYBOARD_HELP = (
 )
 KEY_BACK, KEY_HOME, KEY_ENTER = 4, 3, 66
 CapturePath = Literal["raw", "png", "auto"]
-# `input text` takes printable ASCII; tabs/newlines and everything else go through the IME.
+
+
 def adb_server_port() -> int:
     """The adb server's port, as adb itself picks it: $ANDROID_ADB_SERVER_PORT, else 5037.
 
@@ -58,6 +59,7 @@ def adb_server_port() -> int:
     return port
 
 
+# `input text` takes printable ASCII; tabs/newlines and everything else go through the IME.
 _INPUT_TEXT_OK = re.compile(r"^[\x20-\x7e]*$")
 
 
