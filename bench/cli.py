@@ -16,6 +16,7 @@ BENCHMARKS = {
     "sim": "simulated phones: screenshots and input commands per second",
     "capture": "raw vs PNG capture paths through adbutils",
     "grounding": "OCR and grounding on a Rico-format dataset (--data DIR)",
+    "ocr_speed": "OCR seconds per frame, each set-up in its own process (--data DIR)",
     "speculation": "what speculative OCR saves while the planner waits",
     "mobile_eval": "Mobile-Eval-sim: SU / PS / RE / CR per tier",
     "fleet": "steps/s and per-step overhead for 1..N phones",

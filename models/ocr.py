@@ -1,7 +1,7 @@
 """Text detection and recognition with rapidocr-onnxruntime's PP-OCRv4 models.
 
 We drive rapidocr's detector and recogniser ourselves instead of calling `RapidOCR()`:
-- the detector gets an image we have already shrunk (its `limit_side_len` cannot shrink),
+- the detector gets an image we have scaled ourselves (its `limit_side_len` cannot shrink),
   while recognition crops come from the full-resolution frame (small text stays legible);
 - recognition runs in batches planned by line width (`plan_batches`), not fixed runs of 6;
 - a band at the top (the status bar) can be skipped;
@@ -73,13 +73,21 @@ def to_bgr(image: ImageInput) -> np.ndarray:
     return np.ascontiguousarray(cv2.cvtColor(arr, code))
 
 
-class OcrSettings(msgspec.Struct, frozen=True, kw_only=True):
+class OcrSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """OCR knobs; every field can come from the config."""
 
-    # Defaults chosen on rico-dev by bench/grounding.py (its lever table): det side 736, crops
-    # padded to 96 px and the status bar skipped ground as many visible targets as det 960 /
-    # 320 px / whole frame and as rapidocr's own defaults, at about 0.6x the baseline's time.
-    det_side: int = 736  # longest side of the detector input (the image is shrunk first)
+    # Defaults chosen on rico-dev by bench/grounding.py (its lever table; docs/perception.md
+    # has the figures). Together they ground more visible targets than rapidocr's defaults
+    # in under a third of its time per 1080x1920 frame.
+    det_side: int = 864  # longest side of the detector input (larger frames are shrunk)
+    # Low-density screens (short side under `det_small_short` px, e.g. 540x960) are scaled
+    # *up* until the short side is `det_small_to`, as rapidocr does: their text is 12-35 px
+    # high, and from smaller detector inputs more of it was misread. 0 turns this off.
+    det_small_short: int = 640
+    det_small_to: int = 736
+    # onnxruntime's pool threads spin after a run; the detector runs once and hands over to
+    # the recogniser, whose first runs then lost a core to them (5-15 % of a frame).
+    det_spin: bool = False
     use_cls: bool = False  # 180-degree text classifier; phone UIs are upright
     det_thresh: float = 0.3
     det_box_thresh: float = 0.5
@@ -93,6 +101,11 @@ class OcrSettings(msgspec.Struct, frozen=True, kw_only=True):
     # Narrow lines are padded to this width before recognition; rapidocr pads to 320, which
     # makes a 2-letter button cost as much as a 7x longer line.
     rec_min_width: int = 96
+    rec_height: int = 48  # lines are scaled to this height for the recogniser (PP-OCRv4: 48)
+    # Lines at least this tall in the frame are read at this height instead (0: never).
+    # Shrunk to 40 px they keep their detail and cost 5/6 of 48; smaller lines (a low-res
+    # screen's) read worse at 40 than at 48.
+    rec_height_tall: int = 40
     # Share of the height skipped at the top: Android's 24 dp status bar is 3.3 % of a 16:9
     # screen; 3.75 % stays above app text (toolbar titles start below ~40 dp). 0 reads it all.
     skip_top_frac: float = 0.0375
@@ -151,12 +164,14 @@ def pick_providers(wanted: tuple[str, ...] = ()) -> list[str]:
     return ["CPUExecutionProvider"]
 
 
-def _session_options(threads: int) -> ort.SessionOptions:
+def _session_options(threads: int, *, spin: bool = True) -> ort.SessionOptions:
     opts = ort.SessionOptions()
     opts.log_severity_level = 3
     opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     if threads > 0:
         opts.intra_op_num_threads = threads
+    if not spin:
+        opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
     return opts
 
 
@@ -167,9 +182,10 @@ class Ocr:
         self.settings = settings or OcrSettings()
         if self.settings.det_side < 64:
             raise ValueError(f"det_side must be >= 64, got {self.settings.det_side}")
+        if self.settings.rec_height < 16 or self.settings.rec_height_tall < 0:
+            raise ValueError("rec_height must be >= 16 and rec_height_tall >= 0")
         try:
             from rapidocr_onnxruntime import RapidOCR
-            from rapidocr_onnxruntime.ch_ppocr_det.utils import DetPreProcess
         except ImportError as exc:  # pragma: no cover - depends on the install
             raise OcrError("rapidocr-onnxruntime is not installed") from exc
         s = self.settings
@@ -182,34 +198,49 @@ class Ocr:
         self.providers = pick_providers(s.providers)
         # rapidocr builds its sessions with the memory arena off, which costs an allocation
         # per run at every new input shape (about 3 % of a frame); rebuild them with ours.
-        opts = _session_options(s.threads)
-        for part in (engine.text_det.infer, engine.text_cls.infer, engine.text_rec.session):
+        for part, spin in ((engine.text_det.infer, s.det_spin), (engine.text_cls.infer, False),
+                           (engine.text_rec.session, True)):
             path = getattr(part.session, "_model_path", None)
             if path:
-                part.session = ort.InferenceSession(path, sess_options=opts,
-                                                    providers=self.providers)
+                part.session = ort.InferenceSession(
+                    path, sess_options=_session_options(s.threads, spin=spin),
+                    providers=self.providers)
         self._det = engine.text_det
         self._cls = engine.text_cls
         self._rec = engine.text_rec
         self._engine = engine
-        self._det_pre = DetPreProcess(s.det_side, "max", engine.text_det.mean, engine.text_det.std)
+        self._det_mean = np.asarray(engine.text_det.mean, dtype=np.float32) * 255
+        self._det_scale = 1 / (np.asarray(engine.text_det.std, dtype=np.float32) * 255)
 
     # -- the pipeline -------------------------------------------------------------------
 
-    def detect(self, bgr: np.ndarray) -> list[np.ndarray]:
-        """Text quads (4x2 float32, frame pixels) found on a BGR image."""
+    def detect(self, bgr: np.ndarray, frame_hw: tuple[int, int] | None = None) -> list[np.ndarray]:
+        """Text quads (4x2 float32, frame pixels) found on a BGR image; when it is a band of
+        a frame, ``frame_hw`` is the frame's size, which sets the scale."""
         h, w = bgr.shape[:2]
         if h < 8 or w < 8:
             return []
-        inp = self._det_pre(bgr)
-        if inp is None:
-            return []
+        inp = self._det_input(bgr, self.det_scale(*(frame_hw or (h, w))))
         pred = self._det.infer(inp)[0]
         boxes, _scores = self._det.postprocess_op(pred, (h, w))
         if len(boxes) == 0:
             return []
         quads = self._det.filter_tag_det_res(boxes, (h, w))
         return [q.astype(np.float32) for q in self._engine.sorted_boxes(np.asarray(quads))] if len(quads) else []
+
+    def det_scale(self, h: int, w: int) -> float:
+        """The detector input's scale for an h x w image (see `OcrSettings.det_side`)."""
+        s = self.settings
+        if 0 < min(h, w) < s.det_small_short:  # a thin strip is not blown up past 2x that
+            return min(s.det_small_to / min(h, w), 2 * s.det_small_to / max(h, w))
+        return min(1.0, s.det_side / max(h, w))
+
+    def _det_input(self, bgr: np.ndarray, scale: float) -> np.ndarray:
+        h, w = bgr.shape[:2]
+        size = (max(32, round(w * scale / 32) * 32), max(32, round(h * scale / 32) * 32))
+        img = cv2.resize(bgr, size) if size != (w, h) else bgr
+        norm = (img.astype(np.float32) - self._det_mean) * self._det_scale
+        return np.ascontiguousarray(norm.transpose(2, 0, 1)[None])
 
     def recognize(self, bgr: np.ndarray, quads: list[np.ndarray]) -> list[OcrLine]:
         """Read the text inside each quad of a full-resolution BGR frame."""
@@ -234,30 +265,39 @@ class Ocr:
         return lines
 
     def _recognize_crops(self, crops: list[np.ndarray]) -> list[Any]:
-        """rapidocr's recogniser, batched by width with our own minimum padding width."""
-        height = 48
-        ratios = [c.shape[1] / max(1, c.shape[0]) for c in crops]
-        order = np.argsort(np.asarray(ratios), kind="stable")
-        out: list[Any] = [("", 0.0)] * len(crops)
+        """rapidocr's recogniser on lines grouped by read height (`rec_height_tall`), each
+        group batched by width (`plan_batches`) with our own minimum padding width."""
         s = self.settings
-        widths = [max(s.rec_min_width, int(np.ceil(height * ratios[i]))) for i in order]
-        if s.rec_batch > 0:
-            groups = [range(a, min(a + s.rec_batch, len(order)))
-                      for a in range(0, len(order), s.rec_batch)]
-        else:
-            groups = plan_batches(widths, s.rec_max_area)
-        for group in groups:
-            idx = [int(order[k]) for k in group]
-            width = int(np.ceil(max(widths[k] for k in group) / 8) * 8)
-            batch = np.zeros((len(idx), 3, height, width), dtype=np.float32)
-            for j, i in enumerate(idx):
-                w = min(width, max(1, int(np.ceil(height * ratios[i]))))
-                img = cv2.resize(crops[i], (w, height)).astype(np.float32)
-                batch[j, :, :, :w] = (img.transpose(2, 0, 1) / 255.0 - 0.5) / 0.5
-            preds = self._rec.session(batch)[0]
+        heights = [s.rec_height_tall if 0 < s.rec_height_tall <= c.shape[0] else s.rec_height
+                   for c in crops]
+        # All batches are built before the first run so that nothing but inference sits
+        # between runs: the recogniser's spinning pool threads would slow that Python work.
+        batches = []
+        for height in sorted(set(heights)):
+            members = [i for i, h in enumerate(heights) if h == height]
+            ratios = {i: crops[i].shape[1] / max(1, crops[i].shape[0]) for i in members}
+            order = sorted(members, key=ratios.__getitem__)
+            widths = [max(s.rec_min_width, int(np.ceil(height * ratios[i]))) for i in order]
+            if s.rec_batch > 0:
+                groups = [range(a, min(a + s.rec_batch, len(order)))
+                          for a in range(0, len(order), s.rec_batch)]
+            else:
+                groups = plan_batches(widths, s.rec_max_area)
+            for group in groups:
+                idx = [order[k] for k in group]
+                width = int(np.ceil(max(widths[k] for k in group) / 8) * 8)
+                batch = np.zeros((len(idx), 3, height, width), dtype=np.float32)
+                for j, i in enumerate(idx):
+                    w = min(width, max(1, int(np.ceil(height * ratios[i]))))
+                    img = cv2.resize(crops[i], (w, height)).astype(np.float32)
+                    batch[j, :, :, :w] = (img.transpose(2, 0, 1) / 255.0 - 0.5) / 0.5
+                batches.append((idx, [ratios[i] for i in idx], batch))
+        preds = [self._rec.session(batch)[0] for _idx, _r, batch in batches]
+        out: list[Any] = [("", 0.0)] * len(crops)
+        for (idx, line_ratios, batch), pred in zip(batches, preds, strict=True):
             decoded = self._rec.postprocess_op(
-                preds, self.settings.char_boxes, wh_ratio_list=[ratios[i] for i in idx],
-                max_wh_ratio=width / height)
+                pred, s.char_boxes, wh_ratio_list=line_ratios,
+                max_wh_ratio=batch.shape[3] / batch.shape[2])
             for j, i in enumerate(idx):
                 out[i] = decoded[j]
         return out
@@ -278,7 +318,7 @@ class Ocr:
         if y1 - y0 < 8:
             return OcrResult(width=w, height=h, lines=(), total_s=time.perf_counter() - t0)
         band = bgr[y0:y1] if (y0, y1) != (0, h) else bgr
-        quads = self.detect(band)
+        quads = self.detect(band, (h, w))
         t1 = time.perf_counter()
         lines = self.recognize(band, quads)
         if y0:

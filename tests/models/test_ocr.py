@@ -148,6 +148,34 @@ def test_inputs_and_errors(ocr_engine: Ocr) -> None:
     assert ocr_engine.run(np.full((300, 300, 3), 255, dtype=np.uint8)).lines == ()
     with pytest.raises(ValueError):
         Ocr(OcrSettings(det_side=10))
+    with pytest.raises(ValueError):
+        Ocr(OcrSettings(rec_height=8))
+
+
+def test_the_detector_scale(ocr_engine: Ocr) -> None:
+    s = ocr_engine.settings
+    assert ocr_engine.det_scale(1920, 1080) == pytest.approx(s.det_side / 1920)  # shrunk
+    assert ocr_engine.det_scale(s.det_side - 100, 700) == 1.0  # small enough: as it is
+    # a low-density screen is scaled up; a thin strip not past twice det_small_to
+    assert ocr_engine.det_scale(960, 540) == pytest.approx(s.det_small_to / 540)
+    assert ocr_engine.det_scale(3000, 400) == pytest.approx(2 * s.det_small_to / 3000)
+    off = Ocr(OcrSettings(det_small_short=0))
+    assert off.det_scale(960, 540) == pytest.approx(min(1.0, s.det_side / 960))
+
+
+def test_a_band_is_detected_at_its_frame_scale(ocr_engine: Ocr) -> None:
+    s = Screen()
+    s.text((40, 300), "Airplane mode", size=48)
+    s.text((40, 420), "Mobile network", size=48)
+    frame = to_bgr(s.image)
+    band = frame[250:500]  # 250 px high: on its own it would count as a low-density screen
+    assert ocr_engine.det_scale(*band.shape[:2]) > 1
+    quads = ocr_engine.detect(band, frame.shape[:2])
+    full = [q for q in ocr_engine.detect(frame) if 250 <= q[:, 1].min() and q[:, 1].max() <= 500]
+    assert len(quads) == len(full) == 2
+    for a, b in zip(sorted(quads, key=lambda q: q[0, 1]), sorted(full, key=lambda q: q[0, 1]),
+                    strict=True):
+        assert np.abs(a + [0, 250] - b).max() <= 4  # the same boxes, in band coordinates
 
 
 def test_providers() -> None:
@@ -190,3 +218,20 @@ def test_planned_and_fixed_recognition_runs_read_the_same_screen(ocr_engine: Ocr
     want = {normalize(w)[0] for w in words}
     assert want <= {normalize(ln.text)[0] for ln in planned.lines}
     assert want <= {normalize(ln.text)[0] for ln in fixed.lines}
+
+
+def test_tall_and_small_lines_are_read_at_their_own_heights(ocr_engine: Ocr) -> None:
+    s = Screen()
+    words = [("Wallpaper", 64), ("Display", 28), ("Sound and vibration", 56), ("Privacy", 30),
+             ("Location", 26), ("Accessibility", 60)]
+    for i, (w, size) in enumerate(words):
+        s.text((40, 200 + i * 150), w, size=size)
+    tall = ocr_engine.settings.rec_height_tall
+    assert tall > 0
+    mixed = ocr_engine.run(s.image)
+    one = Ocr(OcrSettings(rec_height_tall=0)).run(s.image)
+    assert {ln.box[3] - ln.box[1] >= tall for ln in mixed.lines} == {True, False}  # both kinds
+    for res in (mixed, one):
+        got = {normalize(ln.text)[0]: ln for ln in res.lines}
+        for w, _size in words:  # every line's text lands on its own box
+            assert inside(got[normalize(w)[0]].center, s.boxes[w][0])

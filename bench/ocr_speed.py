@@ -1,0 +1,129 @@
+"""OCR speed per frame, each set-up in its own process, the set-ups alternating by round.
+
+    python bench/ocr_speed.py --data ../shared/data/rico-dev [--rounds 3] [--size 1080x1920]
+                              [--no-default] [--json OUT]
+
+`bench/grounding.py` interleaves every set-up in one process, where one set-up's onnxruntime
+pool threads, still spinning after its run, slow the next one's. Here each set-up runs alone
+in a fresh process (frames decoded first, 3 warm-up reads, then one timed read per frame);
+the rounds alternate the set-ups so that they share the machine's drift. Reported per set-up:
+the median over rounds of its per-frame p50, and its p50 ratio against our defaults in the
+same round (median over rounds). The set-ups: our defaults, the previous defaults (det side
+736, detector threads spinning, every line read at 48 px, low-density screens not scaled up)
+and rapidocr's own defaults. The last line printed is one JSON object.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import cv2
+import msgspec
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from models.ocr import Ocr, OcrSettings  # noqa: E402
+
+SETUPS: dict[str, dict[str, Any] | None] = {  # None: rapidocr's own pipeline
+    "ours (the defaults)": {},
+    "previous defaults": {"det_side": 736, "det_spin": True, "rec_height_tall": 0,
+                          "det_small_short": 0},
+    "rapidocr defaults": None,
+}
+
+
+def frames(data: Path, size: tuple[int, int]) -> list[Any]:
+    out = []
+    for path in sorted((data / "screens").glob("*")):
+        if path.suffix.lower() in (".jpg", ".jpeg", ".png"):
+            bgr = cv2.imread(str(path))
+            if bgr is not None and (bgr.shape[1], bgr.shape[0]) == size:
+                out.append(bgr)
+    return out
+
+
+def worker(data: Path, size: tuple[int, int], setup: str) -> dict[str, float]:
+    """One set-up in this process: the p50 seconds per frame."""
+    imgs = frames(data, size)
+    if not imgs:
+        raise SystemExit(f"no {size[0]}x{size[1]} frames in {data}/screens")
+    overrides = json.loads(setup)
+    if overrides is None:
+        from bench.grounding import rapidocr_default
+
+        run = rapidocr_default()
+    else:
+        run = Ocr(msgspec.convert(overrides, OcrSettings)).run_bgr
+    for bgr in imgs[:3]:
+        run(bgr)
+    times = []
+    for bgr in imgs:
+        t0 = time.perf_counter()
+        run(bgr)
+        times.append(time.perf_counter() - t0)
+    return {"p50_s": statistics.median(times), "frames": len(imgs)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--data", type=Path, required=True, help="a folder in rico-dev's format")
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--size", default="1080x1920", help="only frames of this WxH")
+    p.add_argument("--no-default", action="store_true", help="skip rapidocr's own pipeline")
+    p.add_argument("--json", type=Path, help="also write the summary JSON here")
+    p.add_argument("--worker", help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    try:
+        w, h = (int(v) for v in args.size.lower().split("x"))
+    except ValueError:
+        p.error(f"--size takes WxH, got {args.size!r}")
+    if args.worker is not None:
+        print(json.dumps(worker(args.data, (w, h), args.worker)))
+        return 0
+    if not (args.data / "screens").is_dir():
+        print(f"error: {args.data} has no screens/ folder (expected rico-dev's format)",
+              file=sys.stderr)
+        return 2
+    setups = {k: v for k, v in SETUPS.items() if not (args.no_default and v is None)}
+    names = list(setups)
+    p50s: dict[str, list[float]] = {n: [] for n in names}
+    n_frames = 0
+    for r in range(max(1, args.rounds)):
+        shift = r % len(names)
+        for name in names[shift:] + names[:shift]:
+            cmd = [sys.executable, str(Path(__file__).resolve()), "--data", str(args.data),
+                   "--size", args.size, "--worker", json.dumps(setups[name])]
+            done = subprocess.run(cmd, capture_output=True, text=True, timeout=1800, check=False)
+            if done.returncode != 0:
+                print(f"error: {name} failed:\n{done.stderr[-2000:]}", file=sys.stderr)
+                return 1
+            res = json.loads(done.stdout.strip().splitlines()[-1])
+            p50s[name].append(res["p50_s"])
+            n_frames = res["frames"]
+            print(f"round {r + 1}/{args.rounds}  {name:<22} p50 {res['p50_s']:.3f}s", flush=True)
+    ours = names[0]
+    summary: dict[str, Any] = {"size": args.size, "frames": n_frames, "rounds": args.rounds}
+    for name in names:
+        ratios = [a / b for a, b in zip(p50s[name], p50s[ours], strict=True)]
+        summary[name] = {"p50_s": statistics.median(p50s[name]), "p50_s_rounds": p50s[name],
+                         "ratio_vs_ours": statistics.median(ratios)}
+        print(f"{name:<22} p50 {statistics.median(p50s[name]):.3f}s (rounds "
+              f"{', '.join(f'{v:.3f}' for v in p50s[name])}); x{statistics.median(ratios):.2f} "
+              "of ours", flush=True)
+    if args.json:
+        args.json.write_text(json.dumps(summary, indent=1))
+    print(json.dumps(summary))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
