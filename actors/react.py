@@ -481,7 +481,7 @@ def chooser_messages(
     ``reason`` is why perception could not pick one itself (optional)."""
     numbers = ", ".join(str(n) for n in labels)
     read = ""
-    if texts:
+    if any(texts):
         read = "Text read in the boxes: " + "; ".join(
             f'{n}: "{_one_line(t, 60)}"' for n, t in zip(labels, texts, strict=False) if t
         ) + "\n"

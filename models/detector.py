@@ -37,7 +37,7 @@ class Proposal(msgspec.Struct, frozen=True):
         return max(0.0, self.box[2] - self.box[0]) * max(0.0, self.box[3] - self.box[1])
 
 
-class DetectorSettings(msgspec.Struct, frozen=True, kw_only=True):
+class DetectorSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     kind: Literal["opencv", "onnx"] = "opencv"
     # ONNX (YOLO layout) detector
     onnx_path: str = ""

@@ -50,7 +50,7 @@ class Candidate(msgspec.Struct, frozen=True):
     number: int  # the number drawn on the marked image (1-based)
     point: Point
     box: Box
-    label: str  # the text read there, or the icon matcher's note
+    label: str  # the text read there; "" for an icon
     score: float
     crop_png: bytes = b""
 
@@ -84,7 +84,7 @@ GroundResult = Grounded | Ambiguous | NotFound
 # -- settings --------------------------------------------------------------------------------
 
 
-class TextMatchSettings(msgspec.Struct, frozen=True, kw_only=True):
+class TextMatchSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     fuzzy_min: float = 0.75  # similarity (0..1) below which a line is not a fuzzy match
     fuzzy_margin: float = 0.08  # the best fuzzy match must beat the next by this much
     # Without an exact line match, a match is only Grounded when it is unique and strong (see
@@ -98,7 +98,7 @@ class TextMatchSettings(msgspec.Struct, frozen=True, kw_only=True):
     merge_row_gap: float = 1.2  # lines on one row closer than this many line heights are joined
 
 
-class IconSettings(msgspec.Struct, frozen=True, kw_only=True):
+class IconSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     max_area_frac: float = 0.05  # Mobile-Agent drops boxes over 5 % of the screen
     status_bar_frac: float = 0.0375  # icons centred in the status bar (24 dp) are never targets
     dedupe_iou: float = 0.5
@@ -109,7 +109,7 @@ class IconSettings(msgspec.Struct, frozen=True, kw_only=True):
     matcher: Literal["auto", "material", "clip", "none"] = "auto"
 
 
-class PerceptionSettings(msgspec.Struct, frozen=True, kw_only=True):
+class PerceptionSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     ocr: OcrSettings = msgspec.field(default_factory=OcrSettings)
     text: TextMatchSettings = msgspec.field(default_factory=TextMatchSettings)
     icons: IconSettings = msgspec.field(default_factory=IconSettings)
@@ -523,8 +523,8 @@ def ground_icon_in(bgr: np.ndarray, proposals: Sequence[Proposal], description: 
         return Grounded(query=description, point=box_center(boxes[i]), box=boxes[i],
                         label=description, score=float(best), method="icon")
     top = order[: s.top_k]
-    return _ambiguous(description, rgb, [(boxes[i], f"{scores[i]:.2f}", float(scores[i]))
-                                         for i in top], "icon",
+    # No label: a score is not text the planner could read in the box (the reason has it).
+    return _ambiguous(description, rgb, [(boxes[i], "", float(scores[i])) for i in top], "icon",
                       note + f"no confident icon match (best {best:.2f}, next {second:.2f})")
 
 
@@ -676,8 +676,11 @@ def _make_matcher(settings: PerceptionSettings) -> IconMatcher | None:
     if kind == "none":
         return None
     if kind == "clip" or (kind == "auto" and settings.clip_dir):
-        from models.clip import ClipMatcher
+        from models.clip import ClipError, ClipMatcher
 
+        if not settings.clip_dir:
+            raise ClipError('icons.matcher = "clip" needs perception.clip_dir: a folder written '
+                            "by `python -m models.export.clip`")
         return ClipMatcher.from_dir(settings.clip_dir)
     from models.icons import MaterialIconMatcher
 

@@ -167,7 +167,7 @@ class Grounded(Msg, tag="grounded", frozen=True):
     x: Coord
     y: Coord
     box: Box
-    source: str = ""  # "ocr", "icon", ...
+    source: str = ""  # how: "exact", "word", "fuzzy", "icon" or "chooser"
     score: float = 1.0
     request_id: str = ""  # the request this answers ("" when none)
 

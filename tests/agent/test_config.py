@@ -32,3 +32,8 @@ def test_bad_values_name_the_key(tmp_path: Path) -> None:
         load_agent_config(None, overrides=["agent.nonsense=1"], env={})
     cfg = load_agent_config(None, overrides=["agent.approval=yes", "device.capture=png"], env={})
     assert cfg.agent.approval is True and cfg.device.capture == "png"
+    # perception's nested settings reject misspelt keys too (det_size for det_side)
+    with pytest.raises(ConfigError, match="det_size"):
+        load_agent_config(None, overrides=["perception.ocr.det_size=640"], env={})
+    cfg = load_agent_config(None, overrides=["perception.ocr.det_side=640"], env={})
+    assert cfg.perception.ocr.det_side == 640

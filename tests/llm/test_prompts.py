@@ -17,6 +17,7 @@ from actors.react import (
     ask_until_parsed,
     check_completion,
     choose_box,
+    chooser_messages,
     incomplete_feedback,
     not_found_feedback,
     parse_choice,
@@ -225,3 +226,13 @@ async def test_chooser_and_completion_calls(
     assert len(c1.images()) == 1
     assert "1. Type (hello) -> done" in " ".join(r.texts())
     assert "not complete yet: not saved yet" in incomplete_feedback(verdict.value.reason)
+
+
+def test_the_chooser_prompt_lists_read_texts_only_when_there_are_some() -> None:
+    def words(texts: list[str]) -> str:
+        msgs = chooser_messages(instruction="i", target="Click icon (gear, top)",
+                                image=png_screen(50, 50), labels=[1, 2], texts=texts)
+        return " ".join(p for m in msgs for p in m.content if isinstance(p, str))
+
+    assert 'Text read in the boxes: 2: "Wi-Fi"' in words(["", "Wi-Fi"])
+    assert "Text read in the boxes" not in words(["", ""])  # icons: nothing was read

@@ -19,7 +19,14 @@ from models.clip import (
     bytes_to_unicode,
 )
 from models.detector import Proposal
-from models.grounding import Ambiguous, Grounded, ground_icon_in
+from models.grounding import (
+    Ambiguous,
+    Grounded,
+    IconSettings,
+    Perception,
+    PerceptionSettings,
+    ground_icon_in,
+)
 
 MERGES = ["h e", "l l", "he ll", "hell o</w>", "w o", "r l", "wo rl", "worl d</w>",
           "i c", "ic o", "ico n</w>"]
@@ -176,6 +183,12 @@ def test_clip_folder_errors(tmp_path: Path) -> None:
     (tmp_path / "clip.json").write_text('{"image_size": "big"}')
     with pytest.raises(ClipError, match="clip.json"):
         ClipModel.from_dir(tmp_path)
+
+
+def test_the_clip_matcher_without_a_folder_says_so() -> None:
+    p = Perception(PerceptionSettings(icons=IconSettings(matcher="clip")))
+    with pytest.raises(ClipError, match="needs perception.clip_dir"):
+        _ = p.matcher
 
 
 # -- opt-in: export a random-weight open_clip model and compare with torch ---------------------
