@@ -607,7 +607,8 @@ class _Episode:
             choice = await self.policy.choose(ctx, target, ans.marked_image or before.data,
                                               labels, [c.text for c in ans.candidates],
                                               [c.box.center for c in ans.candidates],
-                                              reason=ans.reason)
+                                              reason=ans.reason,
+                                              crops=[c.crop for c in ans.candidates])
             phases["llm"] = phases.get("llm", 0.0) + time.perf_counter() - t
             await self.usage(choice.replies, "choose")
             pt = candidate_point(ans, choice.index) if choice.index is not None else None

@@ -105,8 +105,8 @@ class PerceptionActor:
             return Ambiguous(
                 frame_id=fid, image_format="jpeg", marked_image=result.marked_jpeg,
                 reason=result.reason[:500],
-                candidates=[Candidate(index=c.number, box=_box(c.box), text=c.label)
-                            for c in result.candidates])
+                candidates=[Candidate(index=c.number, box=_box(c.box), text=c.label,
+                                      crop=c.crop_png) for c in result.candidates])
         return NotFound(frame_id=fid, query=result.query, closest=list(result.closest))
 
     async def _ground(self, op: Operation, captured: Captured, device: str) -> GroundResult:

@@ -71,6 +71,7 @@ class Policy(Protocol):
     async def choose(
         self, ctx: StepContext, target: str, image: bytes, labels: Sequence[int],
         texts: Sequence[str], points: Sequence[tuple[int, int]] = (), reason: str = "",
+        crops: Sequence[bytes] = (),
     ) -> Choice: ...
 
     async def check_completion(self, ctx: StepContext) -> Completion: ...
@@ -116,11 +117,12 @@ class LLMPolicy:
     async def choose(
         self, ctx: StepContext, target: str, image: bytes, labels: Sequence[int],
         texts: Sequence[str], points: Sequence[tuple[int, int]] = (), reason: str = "",
+        crops: Sequence[bytes] = (),
     ) -> Choice:
         try:
             parsed = await choose_box(
                 self.llm, instruction=ctx.instruction, target=target, image=image, labels=labels,
-                texts=texts, reason=reason, max_reasks=self.max_reasks,
+                texts=texts, reason=reason, crops=crops, max_reasks=self.max_reasks,
             )
         except UnparsableReply as exc:
             return Choice(None, exc.replies)
@@ -162,6 +164,7 @@ class ScriptedPolicy:
     async def choose(
         self, ctx: StepContext, target: str, image: bytes, labels: Sequence[int],
         texts: Sequence[str], points: Sequence[tuple[int, int]] = (), reason: str = "",
+        crops: Sequence[bytes] = (),
     ) -> Choice:
         exact = [n for n, t in zip(labels, texts, strict=False) if t.strip() == target.strip()]
         return Choice(exact[0] if exact else (labels[0] if labels else None))

@@ -474,11 +474,13 @@ def chooser_messages(
     labels: Sequence[int],
     texts: Sequence[str] = (),
     reason: str = "",
+    crops: Sequence[bytes] = (),
 ) -> list[ChatMessage]:
     """Ask which numbered box (``labels``, as drawn on ``image``) is ``target``.
 
     ``texts``, parallel to ``labels``, is what perception read in each box (optional);
-    ``reason`` is why perception could not pick one itself (optional)."""
+    ``reason`` is why perception could not pick one itself (optional); ``crops``, parallel
+    to ``labels``, are close-ups of the boxes, sent after the screen (optional, "" = none)."""
     numbers = ", ".join(str(n) for n in labels)
     read = ""
     if any(texts):
@@ -493,10 +495,11 @@ def chooser_messages(
         "Reply with one line: 'Box: N' with N one of the numbers, or 'Box: none' when no box "
         "is the target."
     )
-    return [
-        ChatMessage.text("system", CHOOSER_SYSTEM),
-        ChatMessage("user", (text, ImageInput(image))),
-    ]
+    parts: list[ContentPart] = [text, ImageInput(image)]
+    for n, crop in zip(labels, crops, strict=False):
+        if crop:  # a small box is hard to judge on a downscaled screen
+            parts += [f"Box {n} close up:", ImageInput(crop)]
+    return [ChatMessage.text("system", CHOOSER_SYSTEM), ChatMessage("user", tuple(parts))]
 
 
 def parse_choice(text: str, labels: Sequence[int]) -> int | None:
@@ -664,12 +667,13 @@ async def choose_box(
     labels: Sequence[int],
     texts: Sequence[str] = (),
     reason: str = "",
+    crops: Sequence[bytes] = (),
     max_reasks: int = 2,
 ) -> Parsed[int | None]:
     """The chooser call for perception's Ambiguous: the chosen label, or None (no box)."""
     msgs = chooser_messages(
         instruction=instruction, target=target, image=image, labels=labels, texts=texts,
-        reason=reason,
+        reason=reason, crops=crops,
     )
     return await ask_until_parsed(
         llm, "chooser", msgs, lambda t: parse_choice(t, labels), max_reasks=max_reasks

@@ -97,8 +97,10 @@ class MilestoneProbe:
     async def choose(
         self, ctx: StepContext, target: str, image: bytes, labels: Sequence[int],
         texts: Sequence[str], points: Sequence[tuple[int, int]] = (), reason: str = "",
+        crops: Sequence[bytes] = (),
     ) -> Choice:
-        return await self.inner.choose(ctx, target, image, labels, texts, points, reason=reason)
+        return await self.inner.choose(ctx, target, image, labels, texts, points, reason=reason,
+                                       crops=crops)
 
     async def check_completion(self, ctx: StepContext) -> Completion:
         return await self.inner.check_completion(ctx)

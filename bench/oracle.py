@@ -88,6 +88,7 @@ class OraclePolicy:
     async def choose(
         self, ctx: StepContext, target: str, image: bytes, labels: Sequence[int],
         texts: Sequence[str], points: Sequence[tuple[int, int]] = (), reason: str = "",
+        crops: Sequence[bytes] = (),
     ) -> Choice:
         if not labels:
             return Choice(None)
@@ -95,8 +96,8 @@ class OraclePolicy:
             exact = [n for n, t in zip(labels, texts, strict=False) if t.strip() == target.strip()]
             return Choice(exact[0] if exact else labels[0])
         want = target.strip().lower()
-        # Icon candidates are mere boxes (no text, or a number); text ones are OCR matches.
-        icon = all(not t.strip() or _is_number(t) for t in texts)
+        # Icon candidates are mere boxes (no text); text ones are OCR matches.
+        icon = not any(t.strip() for t in texts)
         best, best_score = labels[0], -1
         elements = self.phone.elements()
         for n, (x, y) in zip(labels, points, strict=False):
@@ -128,10 +129,3 @@ class OraclePolicy:
     async def check_completion(self, ctx: StepContext) -> Completion:
         return Completion(True, "oracle: the reference operations are done")
 
-
-def _is_number(text: str) -> bool:
-    try:
-        float(text)
-    except ValueError:
-        return False
-    return True

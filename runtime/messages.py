@@ -176,6 +176,7 @@ class Candidate(msgspec.Struct, frozen=True):
     index: int
     box: Box
     text: str = ""
+    crop: bytes = b""  # a PNG close-up of the box and a margin, for the chooser
 
 
 class Ambiguous(Msg, tag="ambiguous", frozen=True):

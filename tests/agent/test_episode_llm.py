@@ -232,6 +232,10 @@ async def test_not_found_is_feedback_and_ambiguous_is_one_chooser_call(
     assert amb and amb[0].step == 2 and len(amb[0].candidates) >= 2 and amb[0].marked_image
     chooser = openai_server.requests[2]
     assert chooser.model == "choose-m" and chooser.images()
+    # the screen with the boxes drawn, then a close-up of each box
+    assert all(c.crop.startswith(b"\x89PNG") for c in amb[0].candidates)
+    assert len(chooser.images()) == 1 + len(amb[0].candidates)
+    assert f"Box {amb[0].candidates[-1].index} close up:" in " ".join(chooser.texts())
     assert amb[0].reason  # perception says why it could not pick, and the chooser hears it
     assert f"Why these boxes: {amb[0].reason}" in " ".join(chooser.texts())
     chosen = [g for g in run.of(Grounded) if g.source == "chooser"]

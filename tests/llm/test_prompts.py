@@ -236,3 +236,14 @@ def test_the_chooser_prompt_lists_read_texts_only_when_there_are_some() -> None:
 
     assert 'Text read in the boxes: 2: "Wi-Fi"' in words(["", "Wi-Fi"])
     assert "Text read in the boxes" not in words(["", ""])  # icons: nothing was read
+
+
+def test_the_chooser_gets_a_close_up_of_each_box_it_has_one_for() -> None:
+    crop = png_screen(120, 80)
+    msgs = chooser_messages(instruction="i", target="Click text (OK)", image=png_screen(50, 50),
+                            labels=[1, 2, 3], texts=["OK", "Ok", "ok"], crops=[crop, b"", crop])
+    parts = msgs[-1].content
+    images = [p for p in parts if isinstance(p, ImageInput)]
+    texts = [p for p in parts if isinstance(p, str)]
+    assert len(images) == 3 and images[1].data == crop  # the screen, then boxes 1 and 3
+    assert texts[1:] == ["Box 1 close up:", "Box 3 close up:"]
