@@ -137,13 +137,17 @@ def test_fuzzed_payloads_never_crash_the_runtime(mosquitto: MosquittoBroker) -> 
         client.loop_stop()
         client.disconnect()
     gate = runtime.gate
-    assert sent["total"] >= 2000
-    assert stats.received >= sent["total"] + 1
+    # The figures go into each message: this test failed once in a full run, unexplained.
+    seen = (f"sent {sent['total']} + 1, received {stats.received}, rejected {stats.rejected}, "
+            f"delivered {len(instructions)} + {len(sinks[0].got)}, failed {gate.failed} / "
+            f"{sinks[0].failed}")
+    assert sent["total"] >= 2000, seen
+    assert stats.received >= sent["total"] + 1, seen
     # Every payload was either rejected with an Error or was (by chance) a valid message.
     delivered = len(instructions) + len(sinks[0].got)
-    assert stats.rejected + delivered >= sent["total"]
-    assert stats.rejected > sent["total"] * 0.9
-    assert gate.failed == 0 and sinks[0].failed == 0
+    assert stats.rejected + delivered >= sent["total"], seen
+    assert stats.rejected > sent["total"] * 0.9, seen
+    assert gate.failed == 0 and sinks[0].failed == 0, seen
     assert instructions[-1].id == alive.id
 
 
