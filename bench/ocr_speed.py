@@ -24,13 +24,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-import cv2
 import msgspec
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from bench.grounding import load, rapidocr_default  # noqa: E402
 from models.ocr import Ocr, OcrSettings  # noqa: E402
 
 SETUPS: dict[str, dict[str, Any] | None] = {  # None: rapidocr's own pipeline
@@ -41,25 +41,13 @@ SETUPS: dict[str, dict[str, Any] | None] = {  # None: rapidocr's own pipeline
 }
 
 
-def frames(data: Path, size: tuple[int, int]) -> list[Any]:
-    out = []
-    for path in sorted((data / "screens").glob("*")):
-        if path.suffix.lower() in (".jpg", ".jpeg", ".png"):
-            bgr = cv2.imread(str(path))
-            if bgr is not None and (bgr.shape[1], bgr.shape[0]) == size:
-                out.append(bgr)
-    return out
-
-
 def worker(data: Path, size: tuple[int, int], setup: str) -> dict[str, float]:
     """One set-up in this process: the p50 seconds per frame."""
-    imgs = frames(data, size)
+    imgs = [s.bgr for s in load(data, None) if (s.bgr.shape[1], s.bgr.shape[0]) == size]
     if not imgs:
         raise SystemExit(f"no {size[0]}x{size[1]} frames in {data}/screens")
     overrides = json.loads(setup)
     if overrides is None:
-        from bench.grounding import rapidocr_default
-
         run = rapidocr_default()
     else:
         run = Ocr(msgspec.convert(overrides, OcrSettings)).run_bgr

@@ -210,7 +210,7 @@ class Ocr:
         self._rec = engine.text_rec
         self._engine = engine
         self._det_mean = np.asarray(engine.text_det.mean, dtype=np.float32) * 255
-        self._det_scale = 1 / (np.asarray(engine.text_det.std, dtype=np.float32) * 255)
+        self._det_inv_std = 1 / (np.asarray(engine.text_det.std, dtype=np.float32) * 255)
 
     # -- the pipeline -------------------------------------------------------------------
 
@@ -239,7 +239,7 @@ class Ocr:
         h, w = bgr.shape[:2]
         size = (max(32, round(w * scale / 32) * 32), max(32, round(h * scale / 32) * 32))
         img = cv2.resize(bgr, size) if size != (w, h) else bgr
-        norm = (img.astype(np.float32) - self._det_mean) * self._det_scale
+        norm = (img.astype(np.float32) - self._det_mean) * self._det_inv_std
         return np.ascontiguousarray(norm.transpose(2, 0, 1)[None])
 
     def recognize(self, bgr: np.ndarray, quads: list[np.ndarray]) -> list[OcrLine]:

@@ -20,6 +20,8 @@ def test_it_times_each_set_up_in_its_own_process(tmp_path: Path,
     cv2.putText(frame, "Settings", (60, 400), cv2.FONT_HERSHEY_SIMPLEX, 2.0, (30, 30, 30), 4)
     cv2.imwrite(str(screens / "1.png"), frame)
     cv2.imwrite(str(screens / "2.jpg"), cv2.resize(frame, (540, 960)))  # another size: skipped
+    (screens / "1.json").write_text('{"image": "1.png"}')  # rico-dev's per-screen metadata
+    (screens / "2.json").write_text("{}")
     out = tmp_path / "speed.json"
     assert ocr_speed.main(["--data", str(tmp_path), "--rounds", "2", "--no-default",
                            "--json", str(out)]) == 0
