@@ -25,10 +25,9 @@ from typing import TYPE_CHECKING
 import anyio
 
 from actors.rpc import DeviceEntry, DeviceRegistry, ServiceActor
-from runtime.actor import Publisher
-from runtime.device import KEY_BACK, KEY_HOME, Device, DeviceError
-from runtime.messages import ActionDone, ActRequest, Message, Msg
-from runtime.operations import (
+from devices.adb import KEY_BACK, KEY_HOME, Device, DeviceError
+from protocol.messages import ActionDone, ActRequest, Msg
+from protocol.operations import (
     Back,
     ClickIcon,
     ClickText,
@@ -43,6 +42,7 @@ from runtime.operations import (
     Wait,
     format_operation,
 )
+from runtime.actor import Publisher
 
 if TYPE_CHECKING:
     from actors.perception import PerceptionActor
@@ -201,7 +201,7 @@ class ActuatorService(ServiceActor):
         super().__init__(bus, registry, concurrency=concurrency)
         self.perception = perception
 
-    async def serve(self, entry: DeviceEntry, req: Message) -> Msg:
+    async def serve(self, entry: DeviceEntry, req: Msg) -> Msg:
         assert isinstance(req, ActRequest)
         op = req.operation
         point = (req.x, req.y) if req.x is not None and req.y is not None else None

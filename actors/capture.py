@@ -1,7 +1,7 @@
 """The capture actor: one device's frames, hashed, flagged and encoded once.
 
 A capture takes a screenshot through the ``Device`` (raw path by default, PNG fallback:
-see ``runtime/device.py``), hashes the pixels, flags a frame identical to the previous one
+see ``devices/adb.py``), hashes the pixels, flags a frame identical to the previous one
 and an all-black frame (a secure window), and encodes it once (JPEG or PNG, off the loop);
 the same bytes go on the bus as a ``Frame`` and to the LLM.
 
@@ -24,10 +24,10 @@ import numpy as np
 
 from actors.frames import FrameStore
 from actors.rpc import DeviceEntry, DeviceRegistry, ServiceActor
+from devices.adb import Device
+from devices.codecs import encode_jpeg, encode_png, shrink
+from protocol.messages import Frame, FrameRequest, Msg
 from runtime.actor import Publisher
-from runtime.device import Device
-from runtime.images import encode_jpeg, encode_png, shrink
-from runtime.messages import Frame, FrameRequest, Message, Msg
 
 BLACK_MEAN = 6.0  # mean brightness below this (and almost no variation) is a black frame
 
@@ -150,7 +150,7 @@ class CaptureService(ServiceActor):
         super().__init__(bus, registry, concurrency=concurrency)
         self.frames = frames
 
-    async def serve(self, entry: DeviceEntry, req: Message) -> Msg:
+    async def serve(self, entry: DeviceEntry, req: Msg) -> Msg:
         assert isinstance(req, FrameRequest)
         cap = await entry.capture.capture(episode_id=req.episode_id, step=req.step,
                                           view_side=req.view_side, view_quality=req.view_quality)

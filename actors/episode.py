@@ -53,20 +53,18 @@ from actors.capture import Captured
 from actors.config import AgentSettings
 from actors.perception import PerceptionActor, candidate_point
 from actors.planner import Policy, StepContext
-from actors.react import (
+from actors.reflector import ReflectorActor
+from actors.rpc import RequestError, new_request_id
+from actors.services import AgentServices
+from devices.adb import Device, DeviceError
+from models.llm import LLMError, LLMReply
+from models.llm.react import (
     StepRecord,
     incomplete_feedback,
     not_found_feedback,
     reflection_feedback,
 )
-from actors.reflector import ReflectorActor
-from actors.rpc import RequestError, new_request_id
-from actors.services import AgentServices
-from models.llm import LLMError, LLMReply
-from runtime import topics
-from runtime.actor import Actor, Publisher
-from runtime.device import Device, DeviceError
-from runtime.messages import (
+from protocol.messages import (
     ActionDone,
     ActRequest,
     Ambiguous,
@@ -84,7 +82,6 @@ from runtime.messages import (
     GroundRequest,
     Instruction,
     LlmUsage,
-    Message,
     Msg,
     NotFound,
     Plan,
@@ -95,7 +92,9 @@ from runtime.messages import (
     StepTiming,
     Verdict,
 )
-from runtime.operations import GROUNDED_OPS, Ask, ClickIcon, Operation, Stop, format_operation
+from protocol.operations import GROUNDED_OPS, Ask, ClickIcon, Operation, Stop, format_operation
+from runtime import topics
+from runtime.actor import Actor, Publisher
 
 log = structlog.get_logger(__name__)
 
@@ -245,7 +244,7 @@ class DeviceAgent(Actor):
                                   reason="instruction refused", detail="the device queue is full",
                                   device=self.serial, correlation_id=instr.id))
 
-    async def handle(self, topic: str, msg: Message) -> None:
+    async def handle(self, topic: str, msg: Msg) -> None:
         if isinstance(msg, Question):
             return  # our own question, echoed by the broker
         if msg.episode_id and self._episode_id and msg.episode_id != self._episode_id:

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 import anyio
 import numpy as np
 
-from runtime.images import decode_rgb
-from runtime.messages import Frame
+from devices.codecs import decode_rgb
+from protocol.messages import Frame
 
 
 @dataclass

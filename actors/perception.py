@@ -28,20 +28,19 @@ from actors.rpc import DeviceEntry, DeviceRegistry, ServiceActor
 from models.grounding import Ambiguous as GAmbiguous
 from models.grounding import Grounded as GGrounded
 from models.grounding import GroundResult, Perception, PerceptionSettings
-from runtime import topics
-from runtime.actor import Publisher
-from runtime.messages import (
+from protocol.messages import (
     Ambiguous,
     Box,
     Candidate,
     Frame,
     Grounded,
     GroundRequest,
-    Message,
     Msg,
     NotFound,
 )
-from runtime.operations import ClickIcon, ClickText, LongPress, Operation
+from protocol.operations import ClickIcon, ClickText, LongPress, Operation
+from runtime import topics
+from runtime.actor import Publisher
 
 log = structlog.get_logger(__name__)
 
@@ -148,7 +147,7 @@ class PerceptionService(ServiceActor):
         self.speculated = 0
         self.skipped = 0  # frames not speculated on: stale, or too many already queued
 
-    def wants(self, msg: Message) -> bool:
+    def wants(self, msg: Msg) -> bool:
         if isinstance(msg, Frame):
             self._maybe_speculate(msg)
             return False
@@ -179,7 +178,7 @@ class PerceptionService(ServiceActor):
         finally:
             self.speculating -= 1
 
-    async def serve(self, entry: DeviceEntry, req: Message) -> Msg:
+    async def serve(self, entry: DeviceEntry, req: Msg) -> Msg:
         assert isinstance(req, GroundRequest)
         frame, rgb = await self.frames.rgb(req.frame_id, req.device)
         return await self.engine.ground(req, Captured(frame, rgb, 0.0, 0.0))

@@ -1,7 +1,7 @@
 """The planner actor: the next operation, from a ``Policy``.
 
 ``Policy`` is the seam: ``LLMPolicy`` is Mobile-Agent's planner (the prompts and strict
-parsers of ``actors/react.py`` over ``models/llm.py``); anything else with the same three
+parsers of ``models/llm/react.py`` over ``models/llm/client.py``); anything else with the same three
 methods can be injected (the benchmark's oracle, which replays a task's reference
 operations, lives in bench/ because actors may not see the simulator). A reply that does
 not parse is re-asked at most N times and never executed: ``decide`` then returns a
@@ -14,7 +14,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from actors.react import (
+from models.llm import ChatModel, LLMReply
+from models.llm.react import (
     PlannerInput,
     StepRecord,
     UnparsableReply,
@@ -22,8 +23,7 @@ from actors.react import (
     choose_box,
     plan_step,
 )
-from models.llm import ChatModel, LLMReply
-from runtime.operations import Operation
+from protocol.operations import Operation
 
 
 @dataclass(frozen=True)
@@ -148,14 +148,14 @@ class ScriptedPolicy:
     name = "scripted"
 
     def __init__(self, operations: Sequence[Operation], name: str = "scripted") -> None:
-        from runtime.operations import Stop
+        from protocol.operations import Stop
 
         self.ops = [*operations, Stop()]
         self.name = name
         self._i = 0
 
     async def decide(self, ctx: StepContext) -> Decision:
-        from runtime.operations import Stop, format_operation
+        from protocol.operations import Stop, format_operation
 
         op = self.ops[self._i] if self._i < len(self.ops) else Stop()
         self._i += 1

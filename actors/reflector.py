@@ -33,9 +33,9 @@ import numpy as np
 from actors.capture import Captured
 from actors.frames import FrameStore
 from actors.rpc import DeviceEntry, DeviceRegistry, ServiceActor
+from protocol.messages import Frame, Msg, Reflection, ReflectRequest
+from protocol.operations import Back, Exit, OpenApp, Operation, Wait, format_operation
 from runtime.actor import Publisher
-from runtime.messages import Frame, Message, Msg, Reflection, ReflectRequest
-from runtime.operations import Back, Exit, OpenApp, Operation, Wait, format_operation
 
 try:  # opencv-python-headless is a dependency (rapidocr); numpy is the fallback
     import cv2
@@ -160,7 +160,7 @@ class ReflectorService(ServiceActor):
         super().__init__(bus, registry, concurrency=concurrency)
         self.frames = frames
 
-    async def serve(self, entry: DeviceEntry, req: Message) -> Msg:
+    async def serve(self, entry: DeviceEntry, req: Msg) -> Msg:
         assert isinstance(req, ReflectRequest)
         if entry.episode_id != req.episode_id:
             entry.reflector.reset()  # its memory (screens seen) is per episode

@@ -35,17 +35,17 @@ import structlog
 from anyio.streams.memory import MemoryObjectReceiveStream
 
 from actors.frames import FrameStore
+from protocol.messages import Error, Frame, Msg, kind_of
 from runtime import topics
 from runtime.actor import Actor, Envelope, Publisher, Router
 from runtime.dedupe import SeenIds
-from runtime.messages import Error, Frame, Message, Msg, kind_of
 
 if TYPE_CHECKING:
     from actors.actuator import ActuatorActor
     from actors.capture import CaptureActor
     from actors.config import AgentSettings
     from actors.reflector import ReflectorActor
-    from runtime.device import Device
+    from devices.adb import Device
 
 log = structlog.get_logger(__name__)
 
@@ -141,7 +141,7 @@ class ReplyRouter(Actor):
     def pending(self) -> int:
         return len(self._waiting)
 
-    async def handle(self, topic: str, msg: Message) -> None:
+    async def handle(self, topic: str, msg: Msg) -> None:
         self.deliver(msg)
 
     def deliver(self, msg: Msg) -> bool:
@@ -226,7 +226,7 @@ class ServiceActor(Actor):
         self.ignored = 0  # requests for phones this host does not serve
         self._tg: anyio.abc.TaskGroup | None = None
 
-    def wants(self, msg: Message) -> bool:
+    def wants(self, msg: Msg) -> bool:
         """Cheap filter run before a task is spawned for ``msg``."""
         return isinstance(msg, self.kinds)
 
@@ -243,7 +243,7 @@ class ServiceActor(Actor):
             tg.cancel_scope.cancel()
         self._tg = None
 
-    async def _serve_one(self, slots: anyio.Semaphore, topic: str, msg: Message) -> None:
+    async def _serve_one(self, slots: anyio.Semaphore, topic: str, msg: Msg) -> None:
         self.in_flight += 1
         try:
             await self._handle_one(topic, msg)
@@ -251,7 +251,7 @@ class ServiceActor(Actor):
             self.in_flight -= 1
             slots.release()
 
-    async def handle(self, topic: str, msg: Message) -> None:
+    async def handle(self, topic: str, msg: Msg) -> None:
         entry = self.registry.get(msg.device)
         if entry is None:
             self.ignored += 1
@@ -277,7 +277,7 @@ class ServiceActor(Actor):
         self.served += 1
         await self.reply(answer(reply, msg))
 
-    async def serve(self, entry: DeviceEntry, req: Message) -> Msg:
+    async def serve(self, entry: DeviceEntry, req: Msg) -> Msg:
         raise NotImplementedError
 
     async def reply(self, msg: Msg) -> None:
@@ -301,4 +301,4 @@ class LoopbackBus:
                 await self.outer.publish(topic, msg, qos=qos, retain=retain)
             except Exception as exc:  # the local reply matters more than the event copy
                 log.warning("loopback_publish_failed", topic=topic, error=str(exc))
-        await self.router.dispatch(topic, msg)  # type: ignore[arg-type]
+        await self.router.dispatch(topic, msg)

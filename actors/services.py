@@ -52,8 +52,8 @@ from actors.rpc import (
     ReplyRouter,
     Requests,
 )
+from devices.adb import Device
 from runtime.actor import Actor, Publisher, Router
-from runtime.device import Device
 
 
 class AgentServices:

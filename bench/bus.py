@@ -33,9 +33,9 @@ if __package__ in (None, ""):  # run as a script: make the repo importable
 import anyio  # noqa: E402
 import paho.mqtt.client as paho  # noqa: E402
 
+from protocol.messages import CODEC, Frame, Message, Steer, encode  # noqa: E402
 from runtime.bus import BrokerAddress, Bus, parse_broker_url  # noqa: E402
 from runtime.config import BusConfig  # noqa: E402
-from runtime.messages import Frame, Message, Steer, encode  # noqa: E402
 
 TOPIC = "mobagent/v1/devices/bench/events/"
 FRAME_BYTES = 1024 * 1024
@@ -64,7 +64,7 @@ async def bus_latency(address: BrokerAddress, cfg: BusConfig, make: Callable[[in
                       n: int, kind: str) -> list[float]:
     topic = TOPIC + kind
     out: list[float] = []
-    async with Bus(cfg, address) as sub, Bus(cfg, address) as pub:
+    async with Bus(cfg, address, codec=CODEC) as sub, Bus(cfg, address, codec=CODEC) as pub:
         await sub.subscribe(topic)
         inbox = sub.messages()
         msgs = [make(i) for i in range(n + 10)]
@@ -86,7 +86,7 @@ async def bus_throughput(address: BrokerAddress, cfg: BusConfig, n: int) -> floa
     started: list[float] = []
 
     async def publish_all() -> None:
-        async with Bus(cfg, address) as pub:
+        async with Bus(cfg, address, codec=CODEC) as pub:
             pending = iter(msgs)
 
             async def sender() -> None:  # max_inflight of these share one queue of messages
@@ -98,7 +98,7 @@ async def bus_throughput(address: BrokerAddress, cfg: BusConfig, n: int) -> floa
                 for _ in range(cfg.max_inflight):
                     tg.start_soon(sender)
 
-    async with Bus(cfg, address) as sub:
+    async with Bus(cfg, address, codec=CODEC) as sub:
         await sub.subscribe(topic)
         inbox = sub.messages()
         async with anyio.create_task_group() as tg:

@@ -17,7 +17,7 @@ import time
 
 import anyio
 
-from runtime.device import AdbDevice
+from devices.adb import AdbDevice
 from sim.fleet import SimFleet
 
 

@@ -118,7 +118,7 @@ class TimingBus:
         self._delay = llm_delay
 
     async def publish(self, topic: str, msg: Any, *, qos: int = 1, retain: bool = False) -> None:
-        from runtime.messages import EpisodeStarted, StepTiming
+        from protocol.messages import EpisodeStarted, StepTiming
 
         if isinstance(msg, EpisodeStarted):
             self._acc[msg.device] = 0.0
@@ -144,10 +144,10 @@ def agent_worker(llm: Any, services: Any, stats: RunStats, llm_delay: float, ste
     requests served by the host's ``services`` on the bus."""
     from actors.config import AgentSettings
     from actors.episode import DeviceAgent
-    from actors.fleet_worker import agent_worker as fleet_worker
     from actors.planner import LLMPolicy
-    from runtime.device import AdbDevice
-    from runtime.fleet import DeviceHandle
+    from devices.adb import AdbDevice
+    from host.fleet import DeviceHandle
+    from host.fleet_worker import agent_worker as fleet_worker
 
     # No OCR (the scripted actions need no grounding; OCR would measure rapidocr, not the
     # fleet), no completion check, no settle sleep, and guards that a scripted back-and-forth
@@ -225,11 +225,11 @@ async def run_n(n: int, args: argparse.Namespace, adb_port: int, llm_url: str,
     import openai
     from PIL import Image
 
+    from host.fleet import DeviceHandle, EpisodeControl, FleetConfig, FleetManager, run_fleet
+    from protocol.messages import CODEC, EpisodeFinished, Instruction, StepTiming
     from runtime import topics
     from runtime.bus import Bus, parse_broker_url
     from runtime.config import BusConfig
-    from runtime.fleet import DeviceHandle, EpisodeControl, FleetConfig, FleetManager, run_fleet
-    from runtime.messages import EpisodeFinished, Instruction, StepTiming
     from sim.fleet import SimFleet
     from sim.phone_api import LatencyProfile
 
@@ -345,8 +345,10 @@ async def run_n(n: int, args: argparse.Namespace, adb_port: int, llm_url: str,
     address = parse_broker_url(broker_url)
     done: dict[str, EpisodeFinished] = {}
     try:
-        async with Bus(cfg, address, client_id=f"bench-host-{n}", persistent=False) as hbus, \
-                Bus(cfg, address, client_id=f"bench-client-{n}", persistent=False) as cbus, \
+        async with Bus(cfg, address, client_id=f"bench-host-{n}", persistent=False,
+                    codec=CODEC) as hbus, \
+                Bus(cfg, address, client_id=f"bench-client-{n}", persistent=False,
+                    codec=CODEC) as cbus, \
                 anyio.create_task_group() as tg:
             extra: list[Any] = []
             if args.loop == "agent":
@@ -446,7 +448,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--loop", choices=("agent", "own"), default="agent",
                    help="the agent's actors (default), or the benchmark's own minimal loop")
     p.add_argument("--capture", choices=("png", "raw"), default="png",
-                   help="the screenshot path the agent loop takes (see runtime/device.py)")
+                   help="the screenshot path the agent loop takes (see devices/adb.py)")
     p.add_argument("--sim-procs", type=int, default=2,
                    help="run the phones in this many separate processes (0: in this process)")
     p.add_argument("--out", type=Path, default=Path("bench-out/fleet"))

@@ -14,17 +14,18 @@ from __future__ import annotations
 from collections.abc import AsyncIterable, Sequence
 from typing import Protocol
 
+import aiomqtt
 import anyio
 import msgspec
 import structlog
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from runtime.bus import Backoff
-from runtime.messages import Error, Message, Msg
+from runtime.messages import Error, Msg
 
 log = structlog.get_logger(__name__)
 
-Envelope = tuple[str, Message]
+Envelope = tuple[str, Msg]
 
 
 class Publisher(Protocol):
@@ -38,16 +39,8 @@ class BusLike(Publisher, Protocol):
 
 
 def topic_matches(topic: str, filter_: str) -> bool:
-    """MQTT filter matching (``+`` one level, ``#`` the rest); ``$share/g/`` is stripped."""
-    if filter_.startswith("$share/"):
-        filter_ = filter_.split("/", 2)[2] if filter_.count("/") >= 2 else ""
-    t_parts, f_parts = topic.split("/"), filter_.split("/")
-    for i, f in enumerate(f_parts):
-        if f == "#":
-            return True
-        if i >= len(t_parts) or (f != "+" and f != t_parts[i]):
-            return False
-    return len(t_parts) == len(f_parts)
+    """MQTT filter matching (``+``, ``#``, ``$share/group/`` stripped): aiomqtt's own rule."""
+    return aiomqtt.Topic(topic).matches(filter_)
 
 
 class Actor:
@@ -63,7 +56,7 @@ class Actor:
         self.handled = 0
         self.failed = 0
 
-    async def handle(self, topic: str, msg: Message) -> None:
+    async def handle(self, topic: str, msg: Msg) -> None:
         raise NotImplementedError
 
     async def main(self) -> None:
@@ -77,7 +70,7 @@ class Actor:
                 await self._handle_one(topic, msg)
             tg.cancel_scope.cancel()
 
-    async def _handle_one(self, topic: str, msg: Message) -> None:
+    async def _handle_one(self, topic: str, msg: Msg) -> None:
         try:
             with anyio.fail_after(self.handler_timeout_s):
                 await self.handle(topic, msg)
@@ -125,7 +118,7 @@ class Router:
     def detach(self, receive: MemoryObjectReceiveStream[Envelope]) -> None:
         receive.close()
 
-    async def dispatch(self, topic: str, msg: Message) -> int:
+    async def dispatch(self, topic: str, msg: Msg) -> int:
         """Deliver to every matching actor; returns how many received it.
 
         Never waits on an actor: a full inbox drops the message for that actor only, with

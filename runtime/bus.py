@@ -42,7 +42,7 @@ from paho.mqtt.reasoncodes import ReasonCode
 
 from runtime import topics
 from runtime.config import BusConfig
-from runtime.messages import Error, Message, Msg, Rejected, decode_for, encode
+from runtime.messages import RUNTIME_CODEC, Codec, Error, Msg, Rejected, encode
 
 log = structlog.get_logger(__name__)
 
@@ -188,9 +188,11 @@ class Bus:
         reject_topic: str | None = None,
         inbox_size: int = 1024,
         protocol: Protocol | None = None,
+        codec: Codec = RUNTIME_CODEC,
     ) -> None:
         self.cfg = cfg
         self.address = address
+        self.codec = codec
         self.client_id = client_id or cfg.client_id or f"mobagent-{uuid.uuid4().hex[:12]}"
         self.persistent = cfg.persistent_session if persistent is None else persistent
         self.will = will
@@ -203,7 +205,7 @@ class Bus:
         self._connected = anyio.Event()
         self._closing = False
         self._tg: TaskGroup | None = None
-        self._in_send, self._in_recv = anyio.create_memory_object_stream[tuple[str, Message]](
+        self._in_send, self._in_recv = anyio.create_memory_object_stream[tuple[str, Msg]](
             inbox_size
         )
         self._rej_send: MemoryObjectSendStream[Error]
@@ -380,9 +382,9 @@ class Bus:
             payload = b"" if payload is None else str(payload).encode()
         self.stats.received += 1
         try:
-            msg = decode_for(
+            msg = self.codec.decode_for(
                 topic, payload, max_bytes=self.max_payload_bytes,
-                expected=topics.expected_kinds(topic),
+                expected=topics.expected_kinds(topic), expected_kind=topics.request_kind(topic),
             )
         except Rejected as exc:
             self._reject(exc.error)
@@ -494,7 +496,7 @@ class Bus:
         except TimeoutError:
             raise BusError(f"publish to {topic} not acknowledged within {timeout}s") from None
 
-    def messages(self) -> MemoryObjectReceiveStream[tuple[str, Message]]:
+    def messages(self) -> MemoryObjectReceiveStream[tuple[str, Msg]]:
         """Every valid inbound message as ``(topic, message)``, across reconnects.
 
         One consumer (usually a ``Router``); it ends when the bus closes.

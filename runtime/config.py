@@ -96,7 +96,7 @@ class HostConfig(Section):
 
 
 class FleetConfig(Section):
-    """``[fleet]``: how ``mobagent serve`` finds and drives the phones (runtime/fleet.py)."""
+    """``[fleet]``: how ``mobagent serve`` finds and drives the phones (host/fleet.py)."""
 
     max_queued_per_device: Annotated[int, msgspec.Meta(ge=0, le=10_000)] = 4
     max_fleet_queue: Annotated[int, msgspec.Meta(ge=0, le=100_000)] = 64

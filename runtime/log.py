@@ -3,7 +3,7 @@
 ``Redactor`` replaces the values of secret-looking keys (password, api_key, token, ...)
 and every occurrence of the configured secret values themselves (the broker password, an
 API key) wherever they appear, e.g. inside a URL or an exception message. The same
-``redact`` serves the event stream (``runtime.events``).
+``redact`` serves the event stream (``recording.events``).
 """
 
 from __future__ import annotations

@@ -26,18 +26,14 @@ from typing import Final, Literal
 import msgspec
 
 from runtime.messages import (
-    ActRequest,
     Answer,
     Approve,
     Cancel,
     DeviceStatus,
-    FrameRequest,
-    GroundRequest,
     HostStatus,
     Instruction,
     Msg,
     Question,
-    ReflectRequest,
     Steer,
     kind_of,
 )
@@ -183,11 +179,11 @@ def serial_of(topic: str) -> str | None:
     return parse(topic).serial
 
 
-# What each inbound channel may carry; anything else on it is rejected as an Error.
+# What each inbound channel may carry; anything else on it is rejected as an Error. A
+# ``requests/{kind}`` topic carries exactly that kind (``request_kind``).
 INBOUND_KINDS: Final[dict[str, tuple[type[Msg], ...]]] = {
     "instructions": (Instruction,),
     "control": (Cancel, Approve, Answer, Steer, Question),
-    "requests": (FrameRequest, GroundRequest, ActRequest, ReflectRequest),
 }
 STATUS_KINDS: Final[tuple[type[Msg], ...]] = (DeviceStatus, HostStatus)
 
@@ -201,6 +197,15 @@ def expected_kinds(topic: str) -> tuple[type[Msg], ...] | None:
     if info.channel == "status":
         return (DeviceStatus,) if info.scope == "device" else (HostStatus,)
     return INBOUND_KINDS.get(info.channel)
+
+
+def request_kind(topic: str) -> str | None:
+    """The one message kind a ``requests/{kind}`` topic may carry; None for other topics."""
+    try:
+        info = parse(topic)
+    except TopicError:
+        return None
+    return info.kind if info.channel == "requests" else None
 
 
 def _kind(kind: str | type[Msg] | Msg) -> str:

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import TYPE_CHECKING
 
-from runtime.device import adb_server_port as _adb_server_port
+from devices.adb import adb_server_port as _adb_server_port
 from sim.adb.server import SimAdbServer
 from sim.phone_api import DeviceInfo, LatencyProfile, Phone
 

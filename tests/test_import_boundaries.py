@@ -6,11 +6,18 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+OURS = {"runtime", "protocol", "devices", "models", "actors", "recording", "host", "sim", "bench"}
+# What each package must not import (docs/architecture.md draws the same picture). bench/
+# measures: nothing imports it but tests and its own ``mobagent bench`` entry point.
 FORBIDDEN = {
-    "runtime": {"actors", "models", "sim"},
-    "models": {"runtime", "actors", "sim"},
-    "actors": {"sim"},
-    "sim": {"actors", "models"},
+    "runtime": (OURS - {"runtime"}) | {"adbutils", "cv2", "PIL", "jinja2", "starlette"},
+    "protocol": OURS - {"protocol", "runtime"},
+    "devices": OURS - {"devices", "runtime", "protocol"},
+    "models": {"runtime", "actors", "sim", "devices", "recording", "host", "bench"},
+    "actors": {"sim", "host", "recording", "bench"},
+    "recording": {"actors", "models", "sim", "devices", "host", "bench", "adbutils"},
+    "host": {"bench"},
+    "sim": {"actors", "models", "recording", "host", "bench"},
 }
 
 
@@ -42,3 +49,19 @@ def test_checker_sees_a_violation(tmp_path: Path) -> None:
     bad = tmp_path / "x.py"
     bad.write_text("import sim.phone\nfrom models.ocr import Ocr\n")
     assert imported_packages(bad) >= {"sim", "models"}
+
+
+def test_every_package_has_rules() -> None:
+    assert set(FORBIDDEN) == OURS - {"bench"}
+    assert all((ROOT / name / "__init__.py").exists() for name in OURS)
+
+
+def test_only_the_bench_command_points_into_bench() -> None:
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    targets = {name: str(value) for group in project["entry-points"].values()
+               for name, value in group.items()}
+    targets |= {name: str(value) for name, value in project["scripts"].items()}
+    into_bench = sorted(name for name, value in targets.items() if value.startswith("bench"))
+    assert into_bench == ["bench"]

@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from runtime.operations import Operation, format_operation
+from protocol.operations import Operation, format_operation
 from sim.eval.metrics import EpisodeScore, StepRecord, score_episode
 from sim.eval.task import Task
 

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from runtime.operations import (
+from protocol.operations import (
     Ask,
     Back,
     ClickIcon,

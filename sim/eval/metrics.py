@@ -30,7 +30,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from runtime.operations import Operation, Stop, format_operation
+from protocol.operations import Operation, Stop, format_operation
 
 
 @dataclass(frozen=True)

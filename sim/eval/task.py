@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
-from runtime.operations import Operation
+from protocol.operations import Operation
 from sim.eval.instructions import INSTRUCTIONS, instruction
 
 if TYPE_CHECKING:

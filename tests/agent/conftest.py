@@ -19,13 +19,13 @@ from actors.episode import DeviceAgent, EpisodeOutcome
 from actors.perception import PerceptionActor
 from actors.planner import Policy
 from actors.services import AgentServices
+from devices.adb import AdbDevice
 from models.llm import LLMClient, LLMSettings, RoleModels
+from protocol.messages import CODEC, DeviceStatus, Instruction, Message, Msg
 from runtime import topics
 from runtime.actor import run_actors
 from runtime.bus import BrokerAddress, Bus
 from runtime.config import BusConfig
-from runtime.device import AdbDevice
-from runtime.messages import DeviceStatus, Instruction, Message, Msg
 from sim.fleet import SimFleet
 from sim.phone import SimPhone
 from tests.fixtures.adb import AdbServer
@@ -88,7 +88,7 @@ class Run:
 def bus_for(broker: MosquittoBroker, prefix: str) -> Bus:
     cfg = BusConfig(connect_timeout_s=10.0, publish_timeout_s=10.0)
     return Bus(cfg, BrokerAddress(broker.host, broker.port),
-               client_id=f"{prefix}-{uuid.uuid4().hex[:8]}", persistent=False)
+               client_id=f"{prefix}-{uuid.uuid4().hex[:8]}", persistent=False, codec=CODEC)
 
 
 @asynccontextmanager

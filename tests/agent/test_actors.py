@@ -15,17 +15,17 @@ from actors.actuator import ActuatorActor, is_sensitive
 from actors.capture import CaptureActor, Captured, is_black
 from actors.config import AgentConfig
 from actors.episode import DeviceAgent
-from actors.host import AgentHost
 from actors.perception import PerceptionActor
 from actors.planner import ScriptedPolicy
 from actors.reflector import ReflectorActor
+from devices.adb import AdbDevice
+from host.client_cli import submit
+from host.runner import AgentHost
+from protocol.messages import ActionDone, Answer, Approve, Cancel, Frame, Reflection, Steer
+from protocol.operations import Ask, ClickText, Exit, OpenApp, TypeText
 from runtime import topics
 from runtime.bus import Bus
-from runtime.cli import submit
 from runtime.config import BusConfig, HostConfig
-from runtime.device import AdbDevice
-from runtime.messages import ActionDone, Answer, Approve, Cancel, Frame, Reflection, Steer
-from runtime.operations import Ask, ClickText, Exit, OpenApp, TypeText
 from sim.phone.apps.notes import NotesState
 from tests.agent.conftest import Run, SimDevice, fast_settings, run_episode, wait_for_status
 from tests.agent.test_device import HOSTILE, UNICODE
@@ -273,7 +273,7 @@ async def test_an_instruction_over_the_bus_runs_and_is_recorded(
             "episode_finished"} <= kinds
     # The requests crossed the broker and were recorded too; the report renders them.
     assert {"frame_request", "act_request", "reflect_request"} <= kinds
-    from runtime.report import render_report
+    from recording.report import render_report
 
     page = render_report(tmp_path).read_text()
     assert "Open app (Settings)" in page or "Open app" in page

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.agent_cli import recorded_actions
+from host.commands import recorded_actions
 from runtime.cli import main
 from sim.eval.tasks import get_task
 from tests.agent.conftest import SimDevice

@@ -1,4 +1,4 @@
-"""runtime/device.py against simulated phones through the real adb server and adbutils."""
+"""devices/adb.py against simulated phones through the real adb server and adbutils."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 
-from runtime.device import (
+from devices.adb import (
     AdbDevice,
     DeviceError,
     input_text_commands,

@@ -9,8 +9,8 @@ import pytest
 
 from actors.perception import PerceptionActor
 from actors.planner import LLMPolicy
-from runtime.device import AdbDevice
-from runtime.messages import (
+from devices.adb import AdbDevice
+from protocol.messages import (
     ActionDone,
     Ambiguous,
     EpisodeFinished,
@@ -25,7 +25,7 @@ from runtime.messages import (
     Reflection,
     StepTiming,
 )
-from runtime.operations import ClickText, OpenApp
+from protocol.operations import ClickText, OpenApp
 from sim.eval.tasks import get_task
 from sim.phone.system import SystemSettings
 from tests.agent.conftest import SECRET, SimDevice, fast_settings, llm_client, run_episode

@@ -31,11 +31,8 @@ from actors.rpc import (
     new_request_id,
 )
 from actors.services import AgentServices
-from runtime import topics
-from runtime.actor import run_actors
-from runtime.bus import Bus
-from runtime.device import AdbDevice
-from runtime.messages import (
+from devices.adb import AdbDevice
+from protocol.messages import (
     ActionDone,
     ActRequest,
     Answer,
@@ -50,7 +47,10 @@ from runtime.messages import (
     Reflection,
     ReflectRequest,
 )
-from runtime.operations import Ask, Back
+from protocol.operations import Ask, Back
+from runtime import topics
+from runtime.actor import run_actors
+from runtime.bus import Bus
 from sim.fleet import SimFleet
 from tests.agent.conftest import SimDevice, bus_for, fast_settings, run_episode
 from tests.fixtures.mosquitto import MosquittoBroker
@@ -330,13 +330,19 @@ async def test_frame_store_decodes_bus_bytes_once() -> None:
 
 
 def test_new_kinds_are_on_the_topic_scheme() -> None:
-    from runtime.messages import decode, encode
+    from protocol.messages import decode, encode
 
     t = topics.device_request("p1", ActRequest)
     assert t == "mobagent/v1/devices/p1/requests/act_request"
     info = topics.parse(t)
     assert (info.channel, info.serial, info.kind) == ("requests", "p1", "act_request")
-    assert ActRequest in (topics.expected_kinds(t) or ())
+    assert topics.request_kind(t) == "act_request"  # a requests/{kind} topic carries that kind
+    from protocol.messages import CODEC
+    from runtime.messages import Rejected
+
+    frame_req = encode(FrameRequest(request_id="r2"))
+    with pytest.raises(Rejected, match="unexpected kind"):
+        CODEC.decode_for(t, frame_req, expected_kind=topics.request_kind(t))
     assert Question in (topics.expected_kinds(topics.device_control("p1")) or ())
     req = ActRequest(request_id="r1", operation=Back(), x=3, y=4, width=10, height=20)
     assert decode(encode(req)) == req
@@ -345,9 +351,9 @@ def test_new_kinds_are_on_the_topic_scheme() -> None:
 
 
 def test_watch_and_the_event_log_read_the_new_kinds() -> None:
-    from runtime.events import human_line, message_event
-    from runtime.messages import GroundRequest
-    from runtime.operations import ClickText
+    from protocol.messages import GroundRequest
+    from protocol.operations import ClickText
+    from recording.events import human_line, message_event
     from tests.runtime.samples import sample_messages
 
     new = [m for m in sample_messages()

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from bench.mobile_eval import main, parse_ints, steps_from_events
-from runtime.operations import ClickText, OpenApp
+from protocol.operations import ClickText, OpenApp
 from sim.eval.metrics import EpisodeScore, score_episode
 from sim.eval.report import EpisodeResult, summary, table_by_app_and_tier
 from tests.fixtures.openai_server import OpenAIServer, planner_reply

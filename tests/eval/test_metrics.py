@@ -2,7 +2,7 @@
 
 import pytest
 
-from runtime.operations import Back, ClickIcon, ClickText, OpenApp, Stop, TypeText
+from protocol.operations import Back, ClickIcon, ClickText, OpenApp, Stop, TypeText
 from sim.eval.metrics import StepRecord, aggregate, same_operation, score_episode
 
 # A three-milestone task: open (1 step), compose (2 steps), save (1 step): 4 reference steps.

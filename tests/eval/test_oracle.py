@@ -1,13 +1,13 @@
-"""The oracle planner's script fixes (bench/oracle.py), on synthetic step histories."""
+"""The oracle planner's script fixes (host/oracle.py), on synthetic step histories."""
 
 from __future__ import annotations
 
 import pytest
 
 from actors.planner import StepContext
-from actors.react import StepRecord
-from bench.oracle import OraclePolicy
-from runtime.operations import ClickText, OpenApp, Operation, Stop, TypeText, Wait
+from host.oracle import OraclePolicy
+from models.llm.react import StepRecord
+from protocol.operations import ClickText, OpenApp, Operation, Stop, TypeText, Wait
 from sim.eval.tasks import get_task
 
 pytestmark = pytest.mark.anyio

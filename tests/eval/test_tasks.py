@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from runtime.operations import ClickIcon, ClickText, Operation, PageDown, TypeText
+from protocol.operations import ClickIcon, ClickText, Operation, PageDown, TypeText
 from sim.eval.episode import run_episode
 from sim.eval.ground_truth import GroundTruthExecutor
 from sim.eval.instructions import INSTRUCTIONS

@@ -17,12 +17,10 @@ from dataclasses import dataclass, field
 import anyio
 import msgspec
 
-from runtime import topics
-from runtime.bus import BrokerAddress, Bus
-from runtime.config import BusConfig
-from runtime.fleet import DeviceHandle, EpisodeControl, FleetConfig, FleetManager, run_fleet
-from runtime.host import VERSION
-from runtime.messages import (
+from host.fleet import DeviceHandle, EpisodeControl, FleetConfig, FleetManager, run_fleet
+from host.host_runtime import VERSION
+from protocol.messages import (
+    CODEC,
     ActionDone,
     DeviceStatus,
     EpisodeFinished,
@@ -32,7 +30,10 @@ from runtime.messages import (
     Instruction,
     Message,
 )
-from runtime.operations import TypeText
+from protocol.operations import TypeText
+from runtime import topics
+from runtime.bus import BrokerAddress, Bus
+from runtime.config import BusConfig
 
 MAX_PAYLOAD = 64 * 1024
 FAST = BusConfig(reconnect_min_s=0.05, reconnect_max_s=0.5, connect_timeout_s=10.0,
@@ -88,7 +89,7 @@ def bus_for(address: BrokerAddress, client_id: str, *, persistent: bool = True,
     if username:
         cfg = msgspec.structs.replace(cfg, username=username, password=password)
     return Bus(cfg, address, client_id=client_id, persistent=persistent, will=will,
-               max_payload_bytes=MAX_PAYLOAD, reject_topic=reject_topic)
+               max_payload_bytes=MAX_PAYLOAD, reject_topic=reject_topic, codec=CODEC)
 
 
 @asynccontextmanager

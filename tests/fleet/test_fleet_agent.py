@@ -19,16 +19,16 @@ import pytest
 
 from actors.config import AgentSettings
 from actors.episode import DeviceAgent
-from actors.fleet_worker import RunEpisode
-from actors.fleet_worker import agent_worker as fleet_worker
 from actors.perception import PerceptionActor
 from actors.planner import LLMPolicy
 from actors.services import AgentServices
+from host.fleet import FleetConfig, FleetManager, run_fleet
+from host.fleet_worker import RunEpisode
+from host.fleet_worker import agent_worker as fleet_worker
 from models.llm import LLMClient, LLMSettings, RoleModels
+from protocol.messages import CODEC, ActRequest, Frame, FrameRequest, Instruction, ReflectRequest
 from runtime import topics
 from runtime.bus import BrokerAddress, Bus, parse_broker_url
-from runtime.fleet import FleetConfig, FleetManager, run_fleet
-from runtime.messages import ActRequest, Frame, FrameRequest, Instruction, ReflectRequest
 from sim.fleet import SimFleet
 from tests.fixtures.mosquitto import MosquittoBroker
 from tests.fixtures.openai_server import Behaviour, OpenAIServer, RecordedRequest, planner_reply
@@ -49,7 +49,7 @@ async def agent_fleet_host(address: BrokerAddress, serials: list[str], llm: LLMC
                            settings: AgentSettings
                            ) -> AsyncIterator[tuple[FleetManager, AgentServices]]:
     """A host: its bus, the fleet with the agent worker, and the agent services beside it."""
-    async with Bus(FAST, address, client_id="agent-fleet-host", persistent=False) as bus, \
+    async with Bus(FAST, address, client_id="agent-fleet-host", persistent=False, codec=CODEC) as bus, \
             anyio.create_task_group() as tg:
         services = AgentServices(bus, PerceptionActor())
         fleet = FleetManager(bus, run_episode=agent_worker(llm, services, settings), host="h1",
@@ -85,7 +85,7 @@ async def test_fleet_runs_the_real_agent_loop_on_two_phones(
                               models=RoleModels(planner="p", chooser="c", reflector="r"),
                               timeout_s=10.0, max_retries=1, max_concurrent=8)
         async with LLMClient(llm_cfg) as llm, \
-                Bus(FAST, address, client_id="request-watch", persistent=False) as watch:
+                Bus(FAST, address, client_id="request-watch", persistent=False, codec=CODEC) as watch:
             await watch.subscribe(topics.device_requests_filter(None))
             await watch.subscribe(topics.device_events_filter(None, "frame"))
             seen: list[tuple[str, object]] = []

@@ -8,9 +8,9 @@ from pathlib import Path
 import anyio
 import pytest
 
+from protocol.messages import Instruction
 from runtime import topics
 from runtime.bus import BrokerAddress, BusError, parse_broker_url
-from runtime.messages import Instruction
 from sim.fleet import SimFleet
 from tests.fixtures.mosquitto import MosquittoFactory
 from tests.fleet.helpers import FAST, ScriptedWork, bus_for, fleet_client, fleet_host, typed_tokens

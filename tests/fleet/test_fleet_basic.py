@@ -10,10 +10,10 @@ from collections.abc import Callable
 import anyio
 import pytest
 
+from host.fleet import FleetConfig
+from protocol.messages import Cancel, Instruction
 from runtime import topics
 from runtime.bus import parse_broker_url
-from runtime.fleet import FleetConfig
-from runtime.messages import Cancel, Instruction
 from sim.fleet import SimFleet
 from tests.fixtures.mosquitto import MosquittoBroker
 from tests.fleet.helpers import (
@@ -156,7 +156,7 @@ async def test_cancel_is_enforced_after_the_grace_period(
 def test_a_handle_runs_every_closer_newest_first_even_when_one_fails() -> None:
     from typing import Any
 
-    from runtime.fleet import DeviceHandle
+    from host.fleet import DeviceHandle
 
     ran: list[str] = []
 

@@ -9,9 +9,9 @@ from collections.abc import Callable
 import anyio
 import pytest
 
+from host.fleet import FleetConfig
+from protocol.messages import Instruction
 from runtime.bus import parse_broker_url
-from runtime.fleet import FleetConfig
-from runtime.messages import Instruction
 from sim.fleet import SimFleet
 from tests.fixtures.mosquitto import MosquittoBroker
 from tests.fleet.helpers import (

@@ -8,9 +8,9 @@ from collections.abc import Callable
 import anyio
 import pytest
 
+from host.fleet import OFFLINE_REASON, FleetConfig
+from protocol.messages import Instruction
 from runtime.bus import parse_broker_url
-from runtime.fleet import OFFLINE_REASON, FleetConfig
-from runtime.messages import Instruction
 from sim.fleet import SimFleet
 from tests.fixtures.mosquitto import MosquittoBroker
 from tests.fleet.helpers import ScriptedWork, fleet_client, fleet_host, token, typed_tokens

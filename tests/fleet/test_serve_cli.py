@@ -20,8 +20,8 @@ from pathlib import Path
 import anyio
 import pytest
 
+from protocol.messages import EpisodeFinished
 from runtime.bus import parse_broker_url
-from runtime.messages import EpisodeFinished
 from sim.eval.tasks import get_task
 from sim.fleet import SimFleet
 from tests.fixtures.adb import AdbServer
@@ -153,9 +153,9 @@ async def test_stopping_serve_fleet_reports_the_running_episode_and_offline(
 ) -> None:
     """Cancelling ``serve_fleet`` (what SIGTERM does) is orderly: the running episode ends
     ``failed: host stopping`` and the phone goes ``offline`` while the bus is still up."""
+    from host.fleet import serve_fleet
+    from protocol.messages import Instruction
     from runtime.config import RuntimeConfig, load_config
-    from runtime.fleet import serve_fleet
-    from runtime.messages import Instruction
     from tests.fleet.helpers import ScriptedWork
 
     fleet = sim_fleet(count=1, stand_in=True)

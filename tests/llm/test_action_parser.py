@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from actors.react import ParseError, parse_operation, parse_planner_reply
-from runtime.operations import (
+from models.llm.react import ParseError, parse_operation, parse_planner_reply
+from protocol.operations import (
     DIRECTIONS,
     POSITIONS,
     Ask,

@@ -1,4 +1,4 @@
-"""models/llm.py with the real openai client against the real loopback server."""
+"""models/llm/client.py with the real openai client against the real loopback server."""
 
 from __future__ import annotations
 

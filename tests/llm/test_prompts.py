@@ -6,7 +6,8 @@ from collections.abc import Callable
 
 import pytest
 
-from actors.react import (
+from models.llm import ChatMessage, ImageInput, LLMClient, LLMSettings, LLMUnavailable
+from models.llm.react import (
     OPERATION_GUIDE,
     PLANNER_SYSTEM,
     CompletionVerdict,
@@ -26,8 +27,7 @@ from actors.react import (
     plan_step,
     planner_messages,
 )
-from models.llm import ChatMessage, ImageInput, LLMClient, LLMSettings, LLMUnavailable
-from runtime.operations import Back, ClickText, OpenApp, Stop, TypeText
+from protocol.operations import Back, ClickText, OpenApp, Stop, TypeText
 from tests.fixtures.openai_server import Behaviour, OpenAIServer, planner_reply
 from tests.llm.conftest import png_screen
 

@@ -15,11 +15,11 @@ from typing import Any
 import anyio
 import pytest
 
-from actors.recorder import Recorder
+from protocol.messages import Message, Msg
+from recording.recorder import Recorder
 from runtime import topics
 from runtime.actor import Router
 from runtime.log import Redactor
-from runtime.messages import Message, Msg
 
 CHROMIUM = shutil.which("chromium") or (
     "/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else None

@@ -9,7 +9,7 @@ from typing import Any
 
 from PIL import Image, ImageDraw, ImageFont
 
-from runtime.messages import (
+from protocol.messages import (
     ActionDone,
     Ambiguous,
     Box,
@@ -25,7 +25,7 @@ from runtime.messages import (
     Reflection,
     StepTiming,
 )
-from runtime.operations import ClickText, Operation, Stop
+from protocol.operations import ClickText, Operation, Stop
 
 W, H = 540, 960
 ROW_H = 96

@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from actors.recorder import Recorder
-from runtime.messages import Instruction, Msg
-from runtime.operations import Back, ClickText, OpenApp, Operation
-from runtime.report import render_report
+from protocol.messages import Instruction, Msg
+from protocol.operations import Back, ClickText, OpenApp, Operation
+from recording.recorder import Recorder
+from recording.report import render_report
 from tests.report.conftest import open_in_chromium
 from tests.report.test_report import Steps
 
@@ -36,7 +36,7 @@ async def test_real_episode_renders(tmp_path: Path, sim_fleet: Any) -> None:
     from actors.episode import DeviceAgent
     from actors.perception import PerceptionActor
     from actors.planner import ScriptedPolicy
-    from runtime.device import AdbDevice
+    from devices.adb import AdbDevice
 
     fleet = sim_fleet(count=1)
     serial = fleet.serials[0]

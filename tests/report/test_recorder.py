@@ -9,13 +9,13 @@ from pathlib import Path
 import anyio
 import pytest
 
-from actors.recorder import Recorder, safe_name
+from protocol.messages import CODEC, Ambiguous, Error, Frame, Plan
+from recording.recorder import Recorder, safe_name
 from runtime import topics
 from runtime.actor import run_actors
 from runtime.bus import Bus, parse_broker_url
 from runtime.config import BusConfig
 from runtime.log import Redactor
-from runtime.messages import Ambiguous, Error, Frame, Plan
 from tests.report.conftest import NullBus, record_sync
 from tests.report.synth import EpisodeSpec, episode_messages, images_in
 
@@ -97,7 +97,7 @@ async def test_through_real_broker(tmp_path: Path, mosquitto) -> None:  # type: 
     other = episode_messages(EpisodeSpec("ep-other", "phone2", "x", 1))
     cfg = BusConfig(url=mosquitto.url)
     addr = parse_broker_url(mosquitto.url)
-    async with Bus(cfg, addr, persistent=False) as sub, Bus(cfg, addr, persistent=False) as pub:
+    async with Bus(cfg, addr, persistent=False, codec=CODEC) as sub, Bus(cfg, addr, persistent=False, codec=CODEC) as pub:
         recorder = Recorder(sub, tmp_path, "phone1", redact=Redactor())
         await sub.subscribe(recorder.inbox[0])  # before publishing; run_actors repeats it
         async with anyio.create_task_group() as tg:

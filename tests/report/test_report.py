@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
+from recording.report import load_run, render_report
 from runtime.cli import main
-from runtime.report import load_run, render_report
 from tests.report.conftest import open_in_chromium, record_sync
 from tests.report.synth import EpisodeSpec, episode_messages, images_in, row_box
 
@@ -198,7 +198,7 @@ def test_hostile_events_never_crash(tmp_path: Path) -> None:
 
 
 def test_run_latency_and_step_strip(tmp_path: Path) -> None:
-    from runtime.report import percentile
+    from recording.report import percentile
 
     assert percentile([4.0, 1.0, 3.0, 2.0], 50) == 2.5
     assert percentile([1.0, 2.0, 3.0, 4.0, 5.0], 95) == pytest.approx(4.8)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 
-from runtime.messages import (
+from protocol.messages import (
     MESSAGE_TYPES,
     ActionDone,
     ActRequest,
@@ -34,7 +34,7 @@ from runtime.messages import (
     Steer,
     StepTiming,
 )
-from runtime.operations import ClickIcon, ClickText, Swipe
+from protocol.operations import ClickIcon, ClickText, Swipe
 
 IDS = {"device": "emulator-5554", "episode_id": "ep-1", "step": 3, "correlation_id": "c-9"}
 IMAGE = bytes(range(256)) * 40  # not valid UTF-8, exercises binary transport

@@ -7,10 +7,10 @@ import anyio.lowlevel
 import msgspec
 import pytest
 
+from protocol.messages import CODEC, Error, Message, Msg, Steer
 from runtime import topics
 from runtime.actor import Actor, Router, run_actors, supervise
 from runtime.bus import Backoff, Bus, parse_broker_url
-from runtime.messages import Error, Message, Msg, Steer
 from tests.fixtures.mosquitto import MosquittoFactory
 from tests.runtime.conftest import FAST, eventually
 
@@ -152,7 +152,7 @@ class Device(Actor):
 async def test_one_devices_failure_never_affects_another(mosquitto_factory: MosquittoFactory) -> None:
     address = parse_broker_url(mosquitto_factory().url)
     n = 200
-    async with Bus(FAST, address) as host, Bus(FAST, address) as pub, Bus(FAST, address) as watcher:
+    async with Bus(FAST, address, codec=CODEC) as host, Bus(FAST, address, codec=CODEC) as pub, Bus(FAST, address, codec=CODEC) as watcher:
         await watcher.subscribe(ERRORS)
         good, bad = Device(host, "good"), Device(host, "bad")
         async with anyio.create_task_group() as tg:

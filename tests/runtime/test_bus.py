@@ -12,12 +12,9 @@ import anyio
 import msgspec
 import pytest
 
-from runtime import topics
-from runtime.actor import run_actors
-from runtime.bus import Bus, BusError, parse_broker_url
-from runtime.dedupe import SeenIds
-from runtime.host import InstructionGate
-from runtime.messages import (
+from host.host_runtime import InstructionGate
+from protocol.messages import (
+    CODEC,
     Answer,
     Approve,
     Cancel,
@@ -28,6 +25,10 @@ from runtime.messages import (
     Steer,
     kind_of,
 )
+from runtime import topics
+from runtime.actor import run_actors
+from runtime.bus import Bus, BusError, parse_broker_url
+from runtime.dedupe import SeenIds
 from tests.fixtures.mosquitto import MosquittoFactory
 from tests.runtime.conftest import FAST, open_broker
 from tests.runtime.samples import sample_messages
@@ -54,7 +55,7 @@ async def test_every_message_type_round_trips(broker_kind: str,
                                               mosquitto_factory: MosquittoFactory) -> None:
     sent = sample_messages()
     async with open_broker(broker_kind, mosquitto_factory) as address:
-        async with Bus(FAST, address, client_id="rt-sub") as sub, Bus(FAST, address) as pub:
+        async with Bus(FAST, address, client_id="rt-sub", codec=CODEC) as sub, Bus(FAST, address, codec=CODEC) as pub:
             assert sub.protocol == ("5" if broker_kind == "mosquitto" else "3.1.1")
             await sub.subscribe("mobagent/v1/#")
             for msg in sent:
@@ -77,7 +78,7 @@ async def test_the_connection_has_nagle_off(broker_kind: str,
     import socket
 
     async with open_broker(broker_kind, mosquitto_factory) as address, \
-            Bus(FAST, address) as bus:
+            Bus(FAST, address, codec=CODEC) as bus:
         assert bus._client is not None
         sock = bus._client._client.socket()
         assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) != 0
@@ -89,9 +90,9 @@ async def test_bad_payloads_are_rejected_and_reported(broker_kind: str,
     reject_topic = topics.host_event("h1", "error")
     async with open_broker(broker_kind, mosquitto_factory) as address:
         async with (
-            Bus(FAST, address, max_payload_bytes=20_000, reject_topic=reject_topic) as host,
-            Bus(FAST, address) as watcher,
-            Bus(FAST, address) as pub,
+            Bus(FAST, address, max_payload_bytes=20_000, reject_topic=reject_topic, codec=CODEC) as host,
+            Bus(FAST, address, codec=CODEC) as watcher,
+            Bus(FAST, address, codec=CODEC) as pub,
         ):
             await host.subscribe(topics.all_instructions_filter())
             await watcher.subscribe(reject_topic)
@@ -130,7 +131,7 @@ async def test_qos1_instructions_survive_a_broker_restart_exactly_once(
         changed[0] = anyio.Event()
 
     async def host_until(stop: anyio.Event) -> None:
-        async with Bus(FAST, address, client_id="restart-host", persistent=True) as bus:
+        async with Bus(FAST, address, client_id="restart-host", persistent=True, codec=CODEC) as bus:
             gate = InstructionGate(bus, max_chars=100, on_instruction=on_instruction, seen=seen)
             async with anyio.create_task_group() as tg:
                 tg.start_soon(run_actors, bus, [gate])
@@ -145,7 +146,7 @@ async def test_qos1_instructions_survive_a_broker_restart_exactly_once(
     def instr(i: int) -> Instruction:
         return Instruction(id=f"i{i}", text=f"task {i}", device=SERIAL)
 
-    async with Bus(FAST, address, client_id="restart-pub", persistent=True) as pub:
+    async with Bus(FAST, address, client_id="restart-pub", persistent=True, codec=CODEC) as pub:
         stop = anyio.Event()
         async with anyio.create_task_group() as tg:
             tg.start_soon(host_until, stop)
@@ -184,7 +185,7 @@ async def test_last_will_is_published_when_serve_is_sigkilled(
     status_topic = topics.host_status("lwt-host")
     env = {**os.environ, "MOBAGENT_HOST__NAME": "lwt-host", "MOBAGENT_LOG__FORMAT": "json"}
     cmd = [sys.executable, "-m", "runtime.cli", "--broker", broker.url, "serve", "--runtime-only"]
-    async with Bus(FAST, address) as watcher:
+    async with Bus(FAST, address, codec=CODEC) as watcher:
         await watcher.subscribe(status_topic)
         with (tmp_path / "serve.log").open("wb") as logf:
             proc = await anyio.open_process(cmd, cwd=ROOT, env=env, stdout=logf,
@@ -204,7 +205,7 @@ async def test_last_will_is_published_when_serve_is_sigkilled(
             with anyio.fail_after(10):
                 await proc.wait()
     # Retained: a late subscriber learns the host is offline.
-    async with Bus(FAST, address) as late:
+    async with Bus(FAST, address, codec=CODEC) as late:
         await late.subscribe(status_topic)
         with anyio.fail_after(10):
             _, retained = await late.messages().receive()
@@ -216,9 +217,9 @@ async def test_a_clean_close_publishes_the_will_too(broker_kind: str,
                                                     mosquitto_factory: MosquittoFactory) -> None:
     status = topics.device_status(SERIAL)
     async with open_broker(broker_kind, mosquitto_factory) as address:
-        async with Bus(FAST, address) as watcher:
+        async with Bus(FAST, address, codec=CODEC) as watcher:
             await watcher.subscribe(status)
-            async with Bus(FAST, address, will=(status, DeviceStatus(state="offline"))) as dev:
+            async with Bus(FAST, address, will=(status, DeviceStatus(state="offline")), codec=CODEC) as dev:
                 await dev.publish(status, DeviceStatus(state="idle"), retain=True)
             with anyio.fail_after(10):
                 states = [(await watcher.messages().receive())[1] for _ in range(2)]
@@ -231,7 +232,7 @@ async def test_username_password_and_acl(mosquitto_factory: MosquittoFactory) ->
                                acl="user agent\ntopic readwrite mobagent/#\n")
     address = parse_broker_url(broker.url)
     good = msgspec.structs.replace(FAST, username="agent", password="s3cret-pw")
-    async with Bus(good, address) as bus:
+    async with Bus(good, address, codec=CODEC) as bus:
         assert bus.protocol == "5"
         await bus.subscribe(topics.device_events_filter(SERIAL))
         await bus.publish(topics.device_event(SERIAL, "plan"), sample_messages()[10])
@@ -240,11 +241,11 @@ async def test_username_password_and_acl(mosquitto_factory: MosquittoFactory) ->
         assert kind_of(type(msg)) == "plan"
     # Credentials in the URL work too.
     url_address = parse_broker_url(f"mqtt://agent:s3cret-pw@127.0.0.1:{broker.port}")
-    async with Bus(FAST, url_address) as bus:
+    async with Bus(FAST, url_address, codec=CODEC) as bus:
         assert bus.connected
     bad = msgspec.structs.replace(FAST, username="agent", password="wrong", connect_timeout_s=2.0)
     with pytest.raises(BusError, match="could not connect") as info:
-        async with Bus(bad, address):
+        async with Bus(bad, address, codec=CODEC):
             pass
     assert "wrong" not in str(info.value)
 
@@ -255,7 +256,7 @@ async def test_no_broker_is_a_clear_error() -> None:
 
     cfg = msgspec.structs.replace(FAST, connect_timeout_s=1.0)
     with pytest.raises(BusError, match=r"could not connect to mqtt://127.0.0.1:\d+ within 1.0s"):
-        async with Bus(cfg, parse_broker_url(f"mqtt://127.0.0.1:{free_port()}")):
+        async with Bus(cfg, parse_broker_url(f"mqtt://127.0.0.1:{free_port()}"), codec=CODEC):
             pass
 
 
@@ -286,7 +287,7 @@ async def test_tls_with_a_private_ca(mosquitto_factory: MosquittoFactory) -> Non
     cfg = msgspec.structs.replace(FAST, username="agent", password="tls-pw")
     trusted = msgspec.structs.replace(cfg, tls=msgspec.structs.replace(cfg.tls, ca_file=str(broker.ca_file)))
     sample = sample_messages()[12]
-    async with Bus(trusted, address) as bus:
+    async with Bus(trusted, address, codec=CODEC) as bus:
         await bus.subscribe(topics.device_events_filter(SERIAL))
         await bus.publish(topics.device_event(SERIAL, sample), sample)
         with anyio.fail_after(10):
@@ -295,7 +296,7 @@ async def test_tls_with_a_private_ca(mosquitto_factory: MosquittoFactory) -> Non
     # Without the CA the certificate is not trusted: a clear connection error.
     untrusted = msgspec.structs.replace(cfg, connect_timeout_s=2.0)
     with pytest.raises(BusError, match="could not connect to mqtts://127.0.0.1"):
-        async with Bus(untrusted, address):
+        async with Bus(untrusted, address, codec=CODEC):
             pass
 
 
@@ -322,7 +323,7 @@ async def test_device_presence_goes_offline_when_its_process_dies(
     broker = mosquitto_factory()
     address = parse_broker_url(broker.url)
     status = topics.device_status(SERIAL)
-    async with Bus(FAST, address) as watcher:
+    async with Bus(FAST, address, codec=CODEC) as watcher:
         await watcher.subscribe(status)
         proc = await anyio.open_process([sys.executable, "-c", PRESENCE_SCRIPT, broker.url, SERIAL],
                                         cwd=ROOT)
@@ -349,11 +350,11 @@ async def test_a_clean_session_resubscribes_after_a_broker_restart(
     broker = mosquitto_factory()
     address = parse_broker_url(broker.url)
     topic = topics.device_event(SERIAL, "plan")
-    async with Bus(FAST, address, persistent=False) as sub:
+    async with Bus(FAST, address, persistent=False, codec=CODEC) as sub:
         await sub.subscribe(topic)
         # SIGKILL: nothing of the session survives; only our resubscription can bring it back.
         await anyio.to_thread.run_sync(lambda: broker.restart(signal.SIGKILL))
-        async with Bus(FAST, address, persistent=False) as pub:
+        async with Bus(FAST, address, persistent=False, codec=CODEC) as pub:
             plan = sample_messages()[10]
             with anyio.fail_after(15):
                 while True:  # until the subscriber is back and subscribed
@@ -368,7 +369,7 @@ def test_bad_tls_files_are_a_clear_error(tmp_path: Path) -> None:
     cfg = msgspec.structs.replace(FAST, tls=msgspec.structs.replace(
         FAST.tls, ca_file=str(tmp_path / "missing-ca.pem")))
     with pytest.raises(BusError, match="TLS setup for mqtts://h:8883 failed"):
-        Bus(cfg, parse_broker_url("mqtts://h"))
+        Bus(cfg, parse_broker_url("mqtts://h"), codec=CODEC)
 
 
 @pytest.mark.anyio

@@ -13,12 +13,13 @@ import anyio
 import pytest
 from anyio.abc import TaskStatus
 
+from host.client_cli import submit, watch
+from host.host_runtime import HostRuntime
+from protocol.messages import CODEC, EpisodeFinished, EpisodeStarted, Instruction, Reflection
 from runtime import topics
 from runtime.bus import Bus
-from runtime.cli import PLUGIN_COMMANDS, build_parser, main, submit, watch
+from runtime.cli import PLUGIN_COMMANDS, build_parser, main
 from runtime.config import RuntimeConfig, load_config
-from runtime.host import HostRuntime
-from runtime.messages import EpisodeFinished, EpisodeStarted, Instruction, Reflection
 from tests.fixtures.mosquitto import MosquittoBroker, free_port
 from tests.runtime.conftest import FAST
 
@@ -139,7 +140,7 @@ async def test_watch_tails_events(mosquitto: MosquittoBroker) -> None:
         tg.start_soon(lambda: watch(cfg, SERIAL, as_json=False, count=2, timeout_s=10, out=human))
         tg.start_soon(lambda: watch(cfg, None, as_json=True, count=2, timeout_s=10, out=as_json))
         await anyio.sleep(0.5)
-        async with Bus(FAST, topics_address(mosquitto)) as pub:
+        async with Bus(FAST, topics_address(mosquitto), codec=CODEC) as pub:
             await pub.publish(topics.device_event(SERIAL, Reflection),
                               Reflection(verdict="unchanged", reason="same screen", device=SERIAL, step=4))
             await pub.publish(topics.device_event("other", Reflection), Reflection(verdict="ok"))

@@ -19,11 +19,11 @@ from anyio.from_thread import start_blocking_portal
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from host.host_runtime import HostRuntime
+from protocol.messages import KINDS, Instruction, Message, encode
 from runtime import topics
 from runtime.actor import Actor
 from runtime.config import RuntimeConfig, load_config
-from runtime.host import HostRuntime
-from runtime.messages import KINDS, Instruction, Message, encode
 from tests.fixtures.mosquitto import MosquittoBroker
 from tests.runtime.samples import sample_messages
 
@@ -153,7 +153,7 @@ def test_fuzzed_payloads_never_crash_the_runtime(mosquitto: MosquittoBroker) -> 
 
 @pytest.mark.parametrize("payload", [b"", b"\x00", b"{}", b"null", b"[]", b'{"kind": null}'])
 def test_tiny_edge_payloads_are_rejections(payload: bytes) -> None:
-    from runtime.messages import Rejected, decode_for
+    from protocol.messages import Rejected, decode_for
 
     with pytest.raises(Rejected) as info:
         decode_for(topics.device_instructions(SERIAL), payload, max_bytes=CAP,

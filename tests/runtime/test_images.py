@@ -1,4 +1,4 @@
-"""runtime.images: the frame codecs every screenshot goes through."""
+"""devices.codecs: the frame codecs every screenshot goes through."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from runtime.images import decode_rgb, encode_jpeg, encode_png, shrink
+from devices.codecs import decode_rgb, encode_jpeg, encode_png, shrink
 
 
 def screen(h: int = 240, w: int = 108) -> np.ndarray:

@@ -7,7 +7,7 @@ import json
 import msgspec
 import pytest
 
-from runtime.messages import (
+from protocol.messages import (
     BINARY_TYPES,
     KINDS,
     Error,
@@ -92,3 +92,18 @@ def test_a_received_error_is_not_a_rejection() -> None:
     received = Error(topic="x", reason="handler failed")
     assert decode_payload("t", encode(received)) == received
     assert not is_rejection(received)
+
+
+def test_the_runtime_codec_knows_only_the_runtime_kinds() -> None:
+    """The agent hands its kinds to a Codec; the runtime's own refuses them, clearly."""
+    from protocol.messages import AGENT_KINDS, CODEC
+    from runtime.messages import RUNTIME_CODEC, RUNTIME_KINDS, Codec, DecodeError
+
+    frame = encode(Frame(frame_id="f", sha256="s", width=1, height=1, format="png", data=b"x"))
+    with pytest.raises(DecodeError, match="invalid"):
+        RUNTIME_CODEC.decode(frame)
+    assert isinstance(CODEC.decode(frame), Frame)
+    assert set(CODEC.kinds) == set(RUNTIME_KINDS) | set(AGENT_KINDS)
+    assert not set(RUNTIME_KINDS) & set(AGENT_KINDS)
+    with pytest.raises(ValueError, match="Error"):
+        Codec([Frame])

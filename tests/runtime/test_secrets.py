@@ -12,10 +12,10 @@ from pathlib import Path
 import msgspec
 import structlog
 
+from protocol.messages import Error
+from recording.events import EventFile, event_json, human_line
 from runtime.config import RuntimeConfig, Section, load_config, secret_values
-from runtime.events import EventFile, event_json, human_line
 from runtime.log import configure_logging
-from runtime.messages import Error
 from tests.fixtures.mosquitto import MosquittoFactory
 
 ROOT = Path(__file__).resolve().parents[2]

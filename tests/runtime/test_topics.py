@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from protocol.messages import Cancel, DeviceStatus, EpisodeFinished, HostStatus, Instruction
 from runtime import topics
 from runtime.actor import topic_matches
-from runtime.messages import Cancel, DeviceStatus, EpisodeFinished, HostStatus, Instruction
 
 
 def test_builders_and_parser_agree() -> None:

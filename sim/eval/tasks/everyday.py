@@ -6,7 +6,7 @@ import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from runtime.operations import ClickIcon, ClickText, OpenApp, TypeText
+from protocol.operations import ClickIcon, ClickText, OpenApp, TypeText
 from sim.eval.checks import (
     Check,
     field_focused,

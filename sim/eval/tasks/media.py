@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from runtime.operations import ClickIcon, ClickText, OpenApp, Operation, PageDown, TypeText
+from protocol.operations import ClickIcon, ClickText, OpenApp, Operation, PageDown, TypeText
 from sim.eval.checks import Check, field_focused, fresh_start, in_app, on_screen, same_text
 from sim.eval.task import Milestone, Task, norm_text
 from sim.phone.apps import amazon_music, tiktok, youtube

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from datetime import date
 from typing import TYPE_CHECKING
 
-from runtime.operations import ClickIcon, ClickText, OpenApp, TypeText
+from protocol.operations import ClickIcon, ClickText, OpenApp, TypeText
 from sim.eval.checks import (
     Check,
     fresh_start,

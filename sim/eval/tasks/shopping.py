@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from runtime.operations import ClickText, OpenApp, TypeText
+from protocol.operations import ClickText, OpenApp, TypeText
 from sim.eval.checks import Check, field_focused, fresh_start, in_app, on_screen
 from sim.eval.task import Milestone, Task
 from sim.phone.apps import alibaba, play_store

@@ -40,7 +40,7 @@ from urllib.parse import quote
 
 import msgspec
 
-from runtime.operations import Operation, format_operation
+from protocol.operations import Operation, format_operation
 
 REPORT_NAME = "report.html"
 EVENTS_NAME = "events.jsonl"
@@ -872,7 +872,7 @@ def _notes_html(run: Run) -> str:
 
 
 def _asset(name: str) -> str:
-    return resources.files("runtime").joinpath("report_assets", name).read_text(encoding="utf-8")
+    return resources.files("recording").joinpath("report_assets", name).read_text(encoding="utf-8")
 
 
 def render_html(run: Run) -> str:

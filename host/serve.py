@@ -4,10 +4,10 @@ runtime/ cannot import actors/, so this command is a plug-in (entry point ``serv
 ``mobagent.commands`` group); it replaces the runtime's bare ``serve``, which stays
 reachable as ``serve --runtime-only``. What it runs:
 
-- ``runtime.fleet.serve_fleet``: the host runtime (broker or URL, bus with the host's last
+- ``host.fleet.serve_fleet``: the host runtime (broker or URL, bus with the host's last
   will, the instruction gate) and a ``FleetManager`` configured by ``[fleet]``: discovery
   through adb's ``track_devices``, one supervised group per phone, status, queues, Cancel;
-- per phone, ``actors.fleet_worker.agent_worker``: a ``DeviceAgent`` built from the config's
+- per phone, ``host.fleet_worker.agent_worker``: a ``DeviceAgent`` built from the config's
   ``[agent]`` and ``[device]`` sections, with the LLM policy of ``[llm]``;
 - shared by all phones of the host: one ``PerceptionActor`` (one model set, a bounded pool
   of ``agent.perception_workers``) and one ``LLMClient``, whose rate limiter
@@ -33,19 +33,20 @@ from anyio.abc import TaskStatus
 
 from actors.config import AgentConfig
 from actors.episode import DeviceAgent
-from actors.fleet_worker import agent_worker
 from actors.perception import PerceptionActor
 from actors.planner import LLMPolicy, Policy
-from actors.recorder import Recorder
 from actors.services import AgentServices
+from devices.adb import AdbDevice
+from host.fleet import DeviceHandle, serve_fleet
+from host.fleet_worker import agent_worker
+from host.host_runtime import serve as serve_runtime
 from models.llm import ChatModel, LLMClient, LLMConfigError
+from protocol.messages import Instruction
+from recording.recorder import Recorder
 from runtime import topics
 from runtime.actor import Actor
 from runtime.cli import EXIT_OK, EXIT_USAGE, prepare, run_until_signalled
-from runtime.cli import cmd_serve as cmd_serve_runtime
-from runtime.device import AdbDevice
-from runtime.fleet import DeviceHandle, serve_fleet
-from runtime.messages import Instruction
+from runtime.config import RuntimeConfig
 
 log = structlog.get_logger(__name__)
 
@@ -116,7 +117,8 @@ async def serve_agents(
 
 def cmd_serve(args: argparse.Namespace) -> int:
     if args.runtime_only:
-        return cmd_serve_runtime(args)
+        runtime_cfg = prepare(args, RuntimeConfig)
+        return run_until_signalled(lambda: serve_runtime(runtime_cfg), interrupted=EXIT_OK)
     cfg = prepare(args, AgentConfig)
     try:
         cfg.llm.resolve_api_key()

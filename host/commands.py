@@ -18,9 +18,12 @@ import anyio
 import msgspec
 
 from actors.config import AgentConfig
-from actors.host import AgentHost
 from actors.planner import LLMPolicy, Policy
+from devices.adb import AdbDevice, DeviceError
+from host.runner import AgentHost
 from models.llm import LLMClient, LLMConfigError
+from protocol.messages import Instruction
+from recording.report import read_events
 from runtime.cli import (
     EXIT_FAIL,
     EXIT_OK,
@@ -30,10 +33,7 @@ from runtime.cli import (
     whole_number,
 )
 from runtime.config import secret_values
-from runtime.device import AdbDevice, DeviceError
 from runtime.log import configure_logging
-from runtime.messages import Instruction
-from runtime.report import read_events
 
 Sub = Any  # argparse's private _SubParsersAction
 
@@ -110,7 +110,7 @@ async def _run(cfg: AgentConfig, args: argparse.Namespace, text: str, task: Any,
             dev = AdbDevice(serial, capture=cfg.device.capture, timeout_s=cfg.device.timeout_s)
 
         if args.planner == "oracle":
-            from bench.oracle import OraclePolicy
+            from host.oracle import OraclePolicy
 
             assert fleet is not None and task is not None
             policy: Policy = OraclePolicy(task, fleet.phone(serial))  # type: ignore[arg-type]
@@ -141,7 +141,7 @@ async def _run(cfg: AgentConfig, args: argparse.Namespace, text: str, task: Any,
 
 def _report(out: Path) -> None:
     try:
-        from runtime.report import render_report
+        from recording.report import render_report
 
         print(f"report: {render_report(out)}")
     except Exception as exc:
@@ -152,7 +152,7 @@ def _report(out: Path) -> None:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from bench.demo import default_out, print_results, run_suite, select_tasks
+    from host.eval import default_out, print_results, run_demo, select_tasks
 
     cfg = _config(args)
     try:
@@ -171,8 +171,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
           f"phones, oracle planner, real actors; recording to {out}", flush=True)
 
     async def go() -> int:
-        res = await run_suite(tasks, seeds, phones=args.phones, out_dir=out, cfg=cfg,
-                              progress=not args.quiet)
+        res = await run_demo(tasks, seeds, phones=args.phones, out_dir=out, cfg=cfg,
+                             progress=not args.quiet)
         print_results(res)
         return EXIT_OK
 
@@ -208,7 +208,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
 async def _replay(cfg: AgentConfig, args: argparse.Namespace, actions: list[dict[str, Any]]) -> int:
     from actors.actuator import ActionFailed, ActuatorActor
-    from runtime.operations import GROUNDED_OPS, Operation
+    from protocol.operations import GROUNDED_OPS, Operation
     from sim.fleet import SimFleet
 
     async with AsyncExitStack() as stack:

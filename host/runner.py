@@ -8,9 +8,9 @@ Instructions reach an agent two ways: over the bus (``mobagent submit`` -> the g
 waits for the outcome). Either way the agent runs one episode at a time.
 
 This is the single-host, fixed-device-list runner (``mobagent run``, ``demo``, the
-Mobile-Eval benchmark). ``mobagent serve`` uses ``runtime.fleet.FleetManager`` instead
+Mobile-Eval benchmark). ``mobagent serve`` uses ``host.fleet.FleetManager`` instead
 (discovery, hot-plug, per-phone queues and rejection) through
-``actors.fleet_worker.agent_worker``; both build ``DeviceAgent``s on the same
+``host.fleet_worker.agent_worker``; both build ``DeviceAgent``s on the same
 ``AgentServices``. AgentHost still queues in ``DeviceAgent.submit`` because ``run_on`` must
 run an instruction in-process on a device the caller names and return its outcome.
 """
@@ -30,25 +30,25 @@ from actors.config import AgentConfig
 from actors.episode import DeviceAgent, EpisodeOutcome
 from actors.perception import PerceptionActor
 from actors.planner import Policy
-from actors.recorder import Recorder
 from actors.services import AgentServices
-from runtime import topics
-from runtime.actor import Actor, Publisher
-from runtime.bus import Bus
-from runtime.device import Device
-from runtime.events import human_line
-from runtime.host import HostRuntime
-from runtime.messages import (
+from devices.adb import Device
+from host.host_runtime import HostRuntime
+from protocol.messages import (
     ActionDone,
     EpisodeFinished,
     EpisodeStarted,
     Error,
     Instruction,
-    Message,
+    Msg,
     NotFound,
     Plan,
     Reflection,
 )
+from recording.events import human_line
+from recording.recorder import Recorder
+from runtime import topics
+from runtime.actor import Actor, Publisher
+from runtime.bus import Bus
 
 PolicyFor = Callable[[str, Instruction], Policy]  # (serial, instruction) -> policy
 SHOWN = (EpisodeStarted, Plan, NotFound, ActionDone, Reflection, EpisodeFinished, Error)
@@ -64,7 +64,7 @@ class ProgressPrinter(Actor):
         self.inbox = (topics.device_events_filter(None),)
         self.out = out or sys.stdout
 
-    async def handle(self, topic: str, msg: Message) -> None:
+    async def handle(self, topic: str, msg: Msg) -> None:
         if isinstance(msg, SHOWN):
             print(human_line(topic, msg), file=self.out, flush=True)
 

@@ -1,4 +1,4 @@
-"""The agent loop as the fleet's per-phone worker: ``runtime.fleet`` calls ``run_episode``.
+"""The agent loop as the fleet's per-phone worker: ``host.fleet`` calls ``run_episode``.
 
 runtime/ cannot import actors/, so this adapter lives here: one ``DeviceAgent`` per phone,
 kept in the handle's per-phone state (reset when the phone returns; the agent detaches from
@@ -20,9 +20,9 @@ import anyio
 import msgspec
 
 from actors.episode import DeviceAgent
+from host.fleet import DeviceHandle, EpisodeControl
+from protocol.messages import Cancel, EpisodeFinished, Instruction
 from runtime import topics
-from runtime.fleet import DeviceHandle, EpisodeControl
-from runtime.messages import Cancel, EpisodeFinished, Instruction
 
 RunEpisode = Callable[[DeviceHandle, Instruction, EpisodeControl], Awaitable[EpisodeFinished]]
 
@@ -47,7 +47,7 @@ def agent_worker(make_agent: Callable[[DeviceHandle], DeviceAgent]) -> RunEpisod
 
             async def forward_control() -> None:
                 async for msg in control.inbox:
-                    await agent.handle(topic, msg)  # type: ignore[arg-type]
+                    await agent.handle(topic, msg)
 
             tg.start_soon(forward_cancel)
             tg.start_soon(forward_control)

@@ -14,9 +14,7 @@ import anyio
 import msgspec
 import structlog
 
-from runtime.actor import Actor, Publisher
-from runtime.log import Redactor, redactor
-from runtime.messages import (
+from protocol.messages import (
     ActionDone,
     Ambiguous,
     EpisodeFinished,
@@ -25,13 +23,14 @@ from runtime.messages import (
     Frame,
     Grounded,
     Instruction,
-    Message,
     Msg,
     NotFound,
     Plan,
     Reflection,
     kind_of,
 )
+from runtime.actor import Actor, Publisher
+from runtime.log import Redactor, redactor
 
 log = structlog.get_logger(__name__)
 _json = msgspec.json.Encoder()
@@ -73,7 +72,7 @@ def _short(text: str, n: int = 80) -> str:
     return text if len(text) <= n else text[: n - 1] + "…"
 
 
-def describe(msg: Message) -> str:
+def describe(msg: Msg) -> str:
     """One human line for the message's content (the ``watch`` view)."""
     match msg:
         case Instruction(id=i, text=t):
@@ -104,7 +103,7 @@ def describe(msg: Message) -> str:
     return f"{kind_of(type(msg))} {_short(rest, 100)}"
 
 
-def human_line(topic: str, msg: Message, redact: Redactor | None = None) -> str:
+def human_line(topic: str, msg: Msg, redact: Redactor | None = None) -> str:
     when = dt.datetime.fromtimestamp(msg.ts, dt.UTC).strftime("%H:%M:%S.%f")[:-3]
     where = msg.device or "-"
     step = f" #{msg.step}" if msg.step else ""
@@ -147,5 +146,5 @@ class EventRecorder(Actor):
         self.file = file
         self.inbox = (filter_,)
 
-    async def handle(self, topic: str, msg: Message) -> None:
+    async def handle(self, topic: str, msg: Msg) -> None:
         await self.file.write(topic, msg)

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from actors.planner import Choice, Completion, Decision, StepContext
-from runtime.operations import ClickText, Operation, Stop, TypeText, Wait, format_operation
+from protocol.operations import ClickText, Operation, Stop, TypeText, Wait, format_operation
 from sim.eval.task import Task
 from sim.phone import SimPhone
 

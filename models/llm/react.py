@@ -40,7 +40,7 @@ from typing import Generic, TypeVar
 import msgspec
 
 from models.llm import ChatMessage, ChatModel, ContentPart, ImageInput, LLMError, LLMReply, Role
-from runtime.operations import (
+from protocol.operations import (
     DIRECTIONS,
     LINE_BREAKS,
     POSITIONS,

@@ -20,14 +20,14 @@ import anyio
 import structlog
 from anyio.abc import TaskStatus
 
+from protocol.messages import CODEC, Error, HostStatus, Instruction, Msg
+from recording.events import EventFile, EventRecorder
 from runtime import topics
 from runtime.actor import Actor, Publisher, run_actors
 from runtime.broker import broker_for
 from runtime.bus import Bus, BusError
 from runtime.config import RuntimeConfig
 from runtime.dedupe import SeenIds
-from runtime.events import EventFile, EventRecorder
-from runtime.messages import Error, HostStatus, Instruction, Message
 
 log = structlog.get_logger(__name__)
 
@@ -66,7 +66,7 @@ class InstructionGate(Actor):
         self.refused = 0
         self.error_topic = topics.host_event(host, "error") if host else ""
 
-    async def handle(self, topic: str, msg: Message) -> None:
+    async def handle(self, topic: str, msg: Msg) -> None:
         if not isinstance(msg, Instruction):
             return  # the bus already rejects other kinds on instruction topics
         serial = topics.parse(topic).serial
@@ -140,7 +140,7 @@ class HostRuntime:
                 will=(status_topic, self.status("offline")),
                 max_payload_bytes=cfg.limits.max_payload_bytes,
                 reject_topic=topics.host_event(self.host, "error"),
-                protocol="3.1.1" if embedded else None,
+                protocol="3.1.1" if embedded else None, codec=CODEC,
             )
             async with bus:
                 self.bus = bus

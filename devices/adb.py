@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Literal, Protocol, TypeVar
 import anyio
 import numpy as np
 
-from runtime.images import decode_rgb
+from devices.codecs import decode_rgb
 
 if TYPE_CHECKING:
     import adbutils

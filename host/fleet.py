@@ -42,14 +42,9 @@ import structlog
 from anyio.abc import TaskGroup, TaskStatus
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from runtime import topics
-from runtime.actor import Actor, BusLike, Publisher, run_actors
-from runtime.bus import Backoff
-from runtime.config import FleetConfig, RuntimeConfig
-from runtime.dedupe import SeenIds
-from runtime.device import AdbDevice, adb_server_port
-from runtime.host import VERSION, HostRuntime, InstructionGate, host_name
-from runtime.messages import (
+from devices.adb import AdbDevice, adb_server_port
+from host.host_runtime import VERSION, HostRuntime, InstructionGate, host_name
+from protocol.messages import (
     Answer,
     Approve,
     Cancel,
@@ -60,10 +55,14 @@ from runtime.messages import (
     Error,
     HostStatus,
     Instruction,
-    Message,
     Msg,
     Steer,
 )
+from runtime import topics
+from runtime.actor import Actor, BusLike, Publisher, run_actors
+from runtime.bus import Backoff
+from runtime.config import FleetConfig, RuntimeConfig
+from runtime.dedupe import SeenIds
 
 if TYPE_CHECKING:
     import adbutils
@@ -399,7 +398,7 @@ class FleetManager(Actor):
 
     # ---- control -----------------------------------------------------------------------
 
-    async def handle(self, topic: str, msg: Message) -> None:
+    async def handle(self, topic: str, msg: Msg) -> None:
         serial = topics.serial_of(topic)
         slot = self._slots.get(serial) if serial else None
         if slot is None:

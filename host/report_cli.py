@@ -11,7 +11,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from runtime.report import load_run, plural, write_report
+from recording.report import load_run, plural, write_report
 
 
 def cmd_report(args: argparse.Namespace) -> int:

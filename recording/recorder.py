@@ -8,7 +8,7 @@ Layout under the run directory::
     DIR/<episode_id>/episode.json        a summary, (re)written on EpisodeFinished
     DIR/unassigned.jsonl                 events that belong to no episode (no images)
 
-An event line is ``runtime.events.message_event`` (bytes summarised as their size,
+An event line is ``recording.events.message_event`` (bytes summarised as their size,
 secrets redacted) plus ``file`` / ``marked_file``: the image's path relative to the
 episode directory. The image is written before its line, so a line never names a missing
 file. QoS 1 redelivers: a message identical to one already recorded is dropped. Messages
@@ -31,20 +31,20 @@ from typing import Any
 import anyio
 import structlog
 
-from runtime import topics
-from runtime.actor import Actor, Publisher
-from runtime.dedupe import SeenIds
-from runtime.events import message_event
-from runtime.log import Redactor, redactor
-from runtime.messages import (
+from protocol.messages import (
     Ambiguous,
     EpisodeFinished,
     EpisodeStarted,
     Frame,
     LlmUsage,
-    Message,
+    Msg,
     encode,
 )
+from recording.events import message_event
+from runtime import topics
+from runtime.actor import Actor, Publisher
+from runtime.dedupe import SeenIds
+from runtime.log import Redactor, redactor
 
 log = structlog.get_logger(__name__)
 
@@ -61,7 +61,7 @@ def safe_name(raw: str, max_len: int = 80) -> str:
     return name
 
 
-def message_key(msg: Message) -> str:
+def message_key(msg: Msg) -> str:
     """Identity of a message for dedupe: a redelivered message encodes to the same bytes."""
     return hashlib.sha256(encode(msg)).hexdigest()
 
@@ -92,7 +92,7 @@ class EpisodeSummary:
     finished: bool = False
     kinds: dict[str, int] = field(default_factory=dict)
 
-    def add(self, msg: Message, kind: str) -> None:
+    def add(self, msg: Msg, kind: str) -> None:
         self.events += 1
         self.kinds[kind] = self.kinds.get(kind, 0) + 1
         self.device = self.device or msg.device
@@ -180,7 +180,7 @@ class Recorder(Actor):
             self._dirnames[episode_id] = name
         return self.out_dir / name
 
-    async def handle(self, topic: str, msg: Message) -> None:
+    async def handle(self, topic: str, msg: Msg) -> None:
         key = message_key(msg)
         if key in self.seen:
             self.duplicates += 1

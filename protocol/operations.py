@@ -1,7 +1,7 @@
 """The agent's operation language, as typed values.
 
 The planner's LLM answers with one of these in text form (``Click text (Save)``); the
-parser in ``actors/react.py`` turns text into these Structs, and ``format_operation``
+parser in ``models/llm/react.py`` turns text into these Structs, and ``format_operation``
 turns them back into the canonical text. Nothing here knows about coordinates: perception
 grounds ``ClickText``/``ClickIcon``/``LongPress`` into points.
 """

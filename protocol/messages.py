@@ -1,0 +1,257 @@
+"""The agent's message kinds: one step's requests and events, and the full bus vocabulary.
+
+The runtime owns the envelope (``Msg``), the kinds it handles itself (instructions, control,
+status, ``Error``) and the ``Codec``; this module adds the kinds of the agent loop and
+hands the whole union to one ``Codec`` (``CODEC``). Everything outside ``runtime/`` imports
+messages from here.
+
+Requests (``FrameRequest``, ``GroundRequest``, ``ActRequest``, ``ReflectRequest``) carry a
+``request_id``; their answers are the ordinary step events carrying the same id, so the
+asker can match its reply while ``watch`` and the recorder see one stream of events.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, ClassVar, Final, Literal, TypeAlias
+
+import msgspec
+
+from protocol.operations import Operation
+from runtime.messages import (
+    RUNTIME_KINDS,
+    Answer,
+    Approve,
+    Cancel,
+    Codec,
+    DecodeError,
+    DeviceStatus,
+    Error,
+    HostStatus,
+    Instruction,
+    Msg,
+    NonEmpty,
+    Question,
+    Rejected,
+    Steer,
+    encode,
+    is_binary,
+    is_rejection,
+    kind_of,
+)
+
+Coord = Annotated[int, msgspec.Meta(ge=0)]
+
+
+class Box(msgspec.Struct, frozen=True, array_like=True):
+    """A screen rectangle in pixels, as ``[left, top, right, bottom]`` on the wire."""
+
+    left: int
+    top: int
+    right: int
+    bottom: int
+
+    @property
+    def center(self) -> tuple[int, int]:
+        return (self.left + self.right) // 2, (self.top + self.bottom) // 2
+
+
+ImageFormat = Literal["png", "jpeg", "webp"]
+
+# ---- requests: the planner asks a host service, the answer is a step event ----------
+#
+# A request goes on ``devices/{serial}/requests/{kind}``; its ``request_id`` comes back in
+# the reply (an event kind below), so the asker can match it. An ``Error`` with the same
+# ``request_id`` is a failed request.
+
+
+class FrameRequest(Msg, tag="frame_request", frozen=True):
+    """Take a screenshot now; the reply is a ``Frame`` (or an ``Error``).
+
+    ``view_side`` > 0 asks the capturing host to also keep a JPEG of the frame scaled to at
+    most that side (at ``view_quality``) for the LLM, next to the decoded pixels; it stays
+    on that host and never goes on the bus."""
+
+    request_id: NonEmpty
+    purpose: Literal["step", "stream", "read"] = "step"
+    view_side: Annotated[int, msgspec.Meta(ge=0, le=8192)] = 0
+    view_quality: Annotated[int, msgspec.Meta(ge=1, le=95)] = 85
+
+
+class ActRequest(Msg, tag="act_request", frozen=True):
+    """Perform ``operation`` (at ``x, y`` when it was grounded) on a ``width x height`` screen;
+    the reply is an ``ActionDone``."""
+
+    request_id: NonEmpty
+    operation: Operation
+    frame_id: str = ""  # the frame the operation was chosen on
+    x: int | None = None
+    y: int | None = None
+    width: Annotated[int, msgspec.Meta(ge=0)] = 0
+    height: Annotated[int, msgspec.Meta(ge=0)] = 0
+
+
+class ReflectRequest(Msg, tag="reflect_request", frozen=True):
+    """Compare the frames before and after ``operation``; the reply is a ``Reflection``."""
+
+    request_id: NonEmpty
+    before_frame_id: NonEmpty
+    after_frame_id: NonEmpty
+    operation: Operation
+    app_before: str = ""  # the foreground app before the action ("" unknown)
+
+
+# ---- one step, inside a device's actor group ---------------------------------------
+
+
+class Frame(Msg, tag="frame", frozen=True):
+    binary: ClassVar[bool] = True
+
+    frame_id: NonEmpty
+    sha256: str
+    width: Coord
+    height: Coord
+    format: ImageFormat
+    data: bytes
+    flags: list[str] = []  # "identical" (same pixels as the previous frame), "black"
+    capture_path: str = ""  # "raw" | "png": how the device delivered it
+    request_id: str = ""  # the request this answers ("" when none)
+
+
+class GroundRequest(Msg, tag="ground_request", frozen=True):
+    """Turn the target of ``operation`` (a text or an icon) into a point on ``frame_id``."""
+
+    frame_id: NonEmpty
+    operation: Operation
+    request_id: str = ""  # matched by the answer (Grounded | Ambiguous | NotFound)
+
+
+class Grounded(Msg, tag="grounded", frozen=True):
+    frame_id: str
+    x: Coord
+    y: Coord
+    box: Box
+    source: str = ""  # how: "exact", "word", "fuzzy", "icon" or "chooser"
+    score: float = 1.0
+    request_id: str = ""  # the request this answers ("" when none)
+
+
+class Candidate(msgspec.Struct, frozen=True):
+    index: int
+    box: Box
+    text: str = ""
+    crop: bytes = b""  # a PNG close-up of the box and a margin, for the chooser
+
+
+class Ambiguous(Msg, tag="ambiguous", frozen=True):
+    """Several candidates; ``marked_image`` shows them numbered for the LLM to choose."""
+
+    binary: ClassVar[bool] = True
+
+    frame_id: str
+    candidates: list[Candidate]
+    marked_image: bytes = b""
+    image_format: ImageFormat = "png"
+    request_id: str = ""  # the request this answers ("" when none)
+    reason: str = ""  # why perception could not pick one (shown to the chooser)
+
+
+class NotFound(Msg, tag="not_found", frozen=True):
+    frame_id: str
+    query: str
+    closest: list[str] = []
+    request_id: str = ""  # the request this answers ("" when none)
+
+
+class Plan(Msg, tag="plan", frozen=True):
+    """The MLLM's answer: ``action`` as written, ``operation`` when it parsed."""
+
+    observation: str
+    thought: str
+    action: str
+    operation: Operation | None = None
+    parse_error: str = ""
+
+
+class ActionDone(Msg, tag="action_done", frozen=True):
+    operation: Operation
+    ok: bool = True
+    x: int | None = None
+    y: int | None = None
+    detail: str = ""
+    duration_s: float = 0.0
+    request_id: str = ""  # the request this answers ("" when none)
+
+
+Verdict = Literal["ok", "unchanged", "wrong_page", "loop", "incomplete", "complete"]
+
+
+class Reflection(Msg, tag="reflection", frozen=True):
+    verdict: Verdict
+    reason: str = ""
+    request_id: str = ""  # the ReflectRequest this answers ("" when none)
+    app: str = ""  # the foreground app after the action, when the reflector read it
+
+
+class EpisodeStarted(Msg, tag="episode_started", frozen=True):
+    instruction_id: str
+    text: str
+    task: str | None = None
+
+
+EpisodeStatus = Literal["succeeded", "failed", "cancelled"]
+
+
+class EpisodeFinished(Msg, tag="episode_finished", frozen=True):
+    instruction_id: str
+    status: EpisodeStatus
+    reason: str = ""
+    steps: Annotated[int, msgspec.Meta(ge=0)] = 0
+
+
+
+# ---- accounting
+
+class LlmUsage(Msg, tag="llm_usage", frozen=True):
+    model: str
+    prompt_tokens: Annotated[int, msgspec.Meta(ge=0)] = 0
+    completion_tokens: Annotated[int, msgspec.Meta(ge=0)] = 0
+    latency_s: float = 0.0
+    purpose: str = ""  # "plan", "choose", "reflect", ...
+
+
+class StepTiming(Msg, tag="step_timing", frozen=True):
+    """Seconds per phase of one step (``capture``, ``plan``, ``ground``, ``act``, ...)."""
+
+    phases: dict[str, float]
+    total_s: float
+
+AGENT_KINDS: Final[tuple[type[Msg], ...]] = (
+    FrameRequest, ActRequest, ReflectRequest,
+    Frame, GroundRequest, Grounded, Ambiguous, NotFound, Plan, ActionDone, Reflection,
+    EpisodeStarted, EpisodeFinished, LlmUsage, StepTiming,
+)
+Message: TypeAlias = (
+    Instruction | Cancel | Approve | Answer | Steer | Question
+    | FrameRequest | ActRequest | ReflectRequest
+    | Frame | GroundRequest | Grounded | Ambiguous | NotFound | Plan | ActionDone | Reflection
+    | EpisodeStarted | EpisodeFinished
+    | DeviceStatus | HostStatus | Error | LlmUsage | StepTiming
+)
+CODEC: Final = Codec(RUNTIME_KINDS + AGENT_KINDS)
+MESSAGE_TYPES: Final = CODEC.kinds
+KINDS: Final = CODEC.by_kind
+BINARY_TYPES: Final = tuple(t for t in MESSAGE_TYPES if t.binary)
+decode = CODEC.decode
+decode_for = CODEC.decode_for
+decode_payload = CODEC.decode_payload
+
+__all__ = [
+    "AGENT_KINDS", "BINARY_TYPES", "CODEC", "KINDS", "MESSAGE_TYPES", "RUNTIME_KINDS",
+    "ActRequest", "ActionDone", "Ambiguous", "Answer", "Approve", "Box", "Cancel", "Candidate",
+    "Codec", "Coord", "DecodeError", "DeviceStatus", "EpisodeFinished", "EpisodeStarted",
+    "EpisodeStatus", "Error", "Frame", "FrameRequest", "GroundRequest", "Grounded",
+    "HostStatus", "ImageFormat", "Instruction", "LlmUsage", "Message", "Msg", "NonEmpty",
+    "NotFound", "Plan", "Question", "ReflectRequest", "Reflection", "Rejected", "Steer",
+    "StepTiming", "Verdict", "decode", "decode_for", "decode_payload", "encode", "is_binary",
+    "is_rejection", "kind_of",
+]
