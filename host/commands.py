@@ -23,7 +23,7 @@ from devices.adb import AdbDevice, DeviceError
 from host.runner import AgentHost
 from models.llm import LLMClient, LLMConfigError
 from protocol.messages import Instruction
-from recording.report import read_events
+from recording.reader import episode_events_file, read_events
 from runtime.cli import (
     EXIT_FAIL,
     EXIT_OK,
@@ -184,12 +184,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 def recorded_actions(path: Path) -> list[dict[str, Any]]:
     """The successful ActionDone events of a recorded episode, in order."""
-    files = [path] if path.is_file() else sorted(path.glob("**/events.jsonl"))
-    if not files:
-        raise FileNotFoundError(f"no events.jsonl under {path}")
-    if len(files) > 1:
-        raise ValueError(f"{path} holds {len(files)} episodes; name one episode directory")
-    events, _ = read_events(files[0], str(files[0]))
+    file = episode_events_file(path)
+    events, _ = read_events(file, str(file))
     return [ev for ev in events if ev.get("event") == "action_done" and ev.get("ok")]
 
 

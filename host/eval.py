@@ -39,8 +39,8 @@ from devices.adb import AdbDevice
 from host.runner import AgentHost
 from protocol.messages import Instruction
 from protocol.operations import Operation
+from recording.reader import read_events
 from recording.recorder import safe_name
-from recording.report import read_events
 from sim.eval.metrics import EpisodeScore, StepRecord, score_episode
 from sim.eval.report import EpisodeResult, summary, table_by_app_and_tier
 from sim.eval.task import Task

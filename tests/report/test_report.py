@@ -121,7 +121,7 @@ def test_missing_image_and_escaping_in_raw_html(tmp_path: Path) -> None:
     assert "screenshot missing" in page
     assert any("is missing" in n for n in load_run(run).all_notes)
     # only the page's own script, allowed by hash in the CSP
-    assert page.count("<script>") == 1 and "script-src &#x27;sha256-" in page
+    assert page.count("<script>") == 1 and "script-src &#39;sha256-" in page
 
 
 def test_results_table(tmp_path: Path) -> None:
