@@ -217,3 +217,18 @@ def test_run_latency_and_step_strip(tmp_path: Path) -> None:
         strip = strip[strip.index('<span class="strip">'):]
         strip = strip[:strip.index("</span>")]
         assert strip.count("<a ") == spec.steps + 1
+
+
+def test_secrets_stay_redacted_in_the_report(tmp_path: Path) -> None:
+    """A key the model echoed into its Thought is redacted on the way to disk, and the
+    report (which only shows what is on disk) never brings it back."""
+    from runtime.log import REDACTED, Redactor
+
+    secret = "sk-test-0123456789abcdef"
+    spec = EpisodeSpec("ep-key", "emulator-5554", "Open Settings", 1,
+                       thought=f"my key is {secret} <b>x</b>")
+    run = tmp_path / "run"
+    record_sync(run, episode_messages(spec), redact=Redactor([secret]))
+    page = render_report(run).read_text()
+    assert secret not in page
+    assert f"my key is {REDACTED} &lt;b&gt;x&lt;/b&gt;" in page
