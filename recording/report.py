@@ -1,8 +1,8 @@
 """A static HTML report of a recorded run: ``render_report(run_dir) -> run_dir/report.html``.
 
-It reads what the recorder wrote (``<episode>/events.jsonl``, ``<episode>/frames/``,
-``<episode>/episode.json``) and, when present, the Mobile-Eval runner's ``results.json``.
-The page is one file plus the recorded images, by relative path: no server, nothing
+It reads what the recorder wrote (``<episode>/events.jsonl`` through ``recording.reader``,
+``<episode>/frames/``, ``<episode>/episode.json``) and, when present, the Mobile-Eval
+runner's ``results.json``. The page is one file plus the recorded images, by relative path: no server, nothing
 fetched. Per episode: a summary and a timeline with one ``<section class="step"
 data-step="N">`` per step: the screenshot with the tap point and the grounding boxes
 drawn over it in SVG (image-pixel coordinates, so nothing is re-rendered), Observation /
@@ -16,10 +16,13 @@ at the top level or under ``summary``) and, when it has a list under ``episodes`
 ``results`` / ``tasks`` (rows with task_id, app, tier, seed and SU..CR, directly or under
 ``score``), as a per-episode table. Any other shape is a note, not an error.
 
-Everything that came from the model or the device is HTML-escaped, and a Content
-Security Policy allows only the page's own (hashed) script, so a Thought cannot inject
-markup or code. A malformed line (truncated file, bad JSON, wrong types) becomes a note
-shown in the report (and returned in ``Run.notes``), never an exception.
+The page is laid out by the jinja2 templates in ``recording/templates/`` (``report.html.j2``,
+the page; ``step.html.j2``, one step's macros); this module reads the run and computes what
+they draw. Templates autoescape, so everything that came from the model or the device is
+HTML-escaped, and a Content Security Policy allows only the page's own (hashed) script, so
+a Thought cannot inject markup or code. A malformed line (truncated file, bad JSON, wrong
+types) becomes a note shown in the report (and returned in ``Run.notes``), never an
+exception.
 """
 
 from __future__ import annotations
@@ -549,7 +552,6 @@ def _env() -> jinja2.Environment:
     env = jinja2.Environment(
         loader=jinja2.PackageLoader("recording", "templates"),
         autoescape=True,
-        undefined=jinja2.Undefined,
         keep_trailing_newline=True,
     )
     env.filters.update(g=_g, s=_as_str, truthy=_truthy, aslist=_list,
