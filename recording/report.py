@@ -2,8 +2,8 @@
 
 It reads what the recorder wrote (``<episode>/events.jsonl`` through ``recording.reader``,
 ``<episode>/frames/``, ``<episode>/episode.json``) and, when present, the Mobile-Eval
-runner's ``results.json``. The page is one file plus the recorded images, by relative path: no server, nothing
-fetched. Per episode: a summary and a timeline with one ``<section class="step"
+runner's ``results.json``. The page is one file plus the recorded images, by relative
+path: no server, nothing fetched. Per episode: a summary and a timeline with one ``<section class="step"
 data-step="N">`` per step: the screenshot with the tap point and the grounding boxes
 drawn over it in SVG (image-pixel coordinates, so nothing is re-rendered), Observation /
 Thought / Action, the grounding result, the action's result, the reflection verdict, the
