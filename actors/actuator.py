@@ -9,8 +9,10 @@ screen, ``Back`` and ``Exit`` key events. Sensitive operations are recognised he
 ``ActuatorActor`` is one device's engine; ``ActuatorService`` is the host-level actor on
 the bus: it answers each ``ActRequest`` (``devices/{serial}/requests/act_request``) with an
 ``ActionDone`` carrying the request id (``ok=False`` with the reason when the operation could
-not be done). Its launcher fallback reads the screen through the host's capture engine and
-perception engine in-process: those frames are the actuator's own, not step frames.
+not be done). Its launcher fallback reads the screen like any other asker: a
+``FrameRequest(purpose="read", ocr=True)`` to the capture service, whose ``Frame`` carries
+the OCR lines (read under the perception engine's worker limit), so there is one capture
+path and no OCR outside that limit.
 """
 
 from __future__ import annotations
@@ -20,13 +22,19 @@ import time
 import unicodedata
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import anyio
 
-from actors.rpc import DeviceEntry, DeviceRegistry, ServiceActor
+from actors.rpc import (
+    DeviceEntry,
+    DeviceRegistry,
+    RequestError,
+    Requests,
+    ServiceActor,
+    new_request_id,
+)
 from devices.adb import KEY_BACK, KEY_HOME, Device, DeviceError
-from protocol.messages import ActionDone, ActRequest, Msg
+from protocol.messages import ActionDone, ActRequest, Frame, FrameRequest, Msg
 from protocol.operations import (
     Back,
     ClickIcon,
@@ -43,9 +51,6 @@ from protocol.operations import (
     format_operation,
 )
 from runtime.actor import Publisher
-
-if TYPE_CHECKING:
-    from actors.perception import PerceptionActor
 
 # (text, box) pairs read on the current screen; the launcher fallback needs them.
 ReadScreen = Callable[[], Awaitable[list[tuple[str, tuple[int, int, int, int]]]]]
@@ -196,10 +201,11 @@ class ActuatorService(ServiceActor):
     kinds = (ActRequest,)
     serve_timeout_s = 90.0
 
-    def __init__(self, bus: Publisher, registry: DeviceRegistry, perception: PerceptionActor,
-                 *, concurrency: int | None = None) -> None:
+    def __init__(self, bus: Publisher, registry: DeviceRegistry, requests: Requests, *,
+                 frame_timeout_s: float, concurrency: int | None = None) -> None:
         super().__init__(bus, registry, concurrency=concurrency)
-        self.perception = perception
+        self.requests = requests  # the launcher fallback's frames come from the capture service
+        self.frame_timeout_s = frame_timeout_s
 
     async def serve(self, entry: DeviceEntry, req: Msg) -> Msg:
         assert isinstance(req, ActRequest)
@@ -207,17 +213,19 @@ class ActuatorService(ServiceActor):
         point = (req.x, req.y) if req.x is not None and req.y is not None else None
 
         async def read_screen() -> list[tuple[str, tuple[int, int, int, int]]]:
-            cap = await entry.capture.capture(episode_id=req.episode_id, step=req.step)
-            res = await self.perception.perception.aread_text(
-                cap.rgb, frame_id=cap.frame.sha256, timeout_s=self.perception.timeout_s)
-            return [(ln.text, (int(ln.box[0]), int(ln.box[1]), int(ln.box[2]), int(ln.box[3])))
-                    for ln in res.lines]
+            ask = FrameRequest(request_id=new_request_id(), purpose="read", ocr=True,
+                               device=req.device, episode_id=req.episode_id, step=req.step,
+                               correlation_id=req.correlation_id)
+            got = await self.requests.call(ask, timeout_s=self.frame_timeout_s, expect=(Frame,))
+            assert isinstance(got, Frame)
+            return [(ln.text, (ln.box.left, ln.box.top, ln.box.right, ln.box.bottom))
+                    for ln in got.lines]
 
         t0 = time.perf_counter()
         try:
             res = await entry.actuator.perform(op, point=point, size=(req.width, req.height),
                                                read_screen=read_screen)
-        except (ActionFailed, DeviceError) as exc:
+        except (ActionFailed, DeviceError, RequestError) as exc:
             return ActionDone(operation=op, ok=False, detail=str(exc)[:2000],
                               duration_s=time.perf_counter() - t0,
                               x=point[0] if point else None, y=point[1] if point else None)

@@ -9,7 +9,10 @@ the same bytes go on the bus as a ``Frame`` and to the LLM.
 on the bus: it answers each ``FrameRequest`` (``devices/{serial}/requests/frame_request``)
 with a ``Frame`` event carrying the request id, taken by the registered device's engine,
 and keeps the decoded pixels in the host's ``FrameStore`` so perception and the reflector
-never decode that frame again.
+never decode that frame again. When the request asks, the ``Frame`` also carries the
+foreground app (read alongside the screenshot) and the frame's OCR lines, read by the
+host's perception engine under its worker limit (the same pool grounding uses), so the
+planner and the actuator's launcher fallback never reach a device or OCR themselves.
 """
 
 from __future__ import annotations
@@ -17,9 +20,10 @@ from __future__ import annotations
 import hashlib
 import time
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import anyio
+import msgspec
 import numpy as np
 
 from actors.frames import FrameStore
@@ -28,6 +32,9 @@ from devices.adb import Device
 from devices.codecs import encode_jpeg, encode_png, shrink
 from protocol.messages import Frame, FrameRequest, Msg
 from runtime.actor import Publisher
+
+if TYPE_CHECKING:  # perception imports this module (Captured)
+    from actors.perception import PerceptionActor
 
 BLACK_MEAN = 6.0  # mean brightness below this (and almost no variation) is a black frame
 
@@ -145,15 +152,43 @@ class CaptureService(ServiceActor):
     kinds = (FrameRequest,)
     serve_timeout_s = 45.0
 
-    def __init__(self, bus: Publisher, registry: DeviceRegistry, frames: FrameStore, *,
-                 concurrency: int | None = None) -> None:
+    def __init__(self, bus: Publisher, registry: DeviceRegistry, frames: FrameStore,
+                 perception: PerceptionActor, *, concurrency: int | None = None,
+                 app_timeout_s: float = 15.0) -> None:
         super().__init__(bus, registry, concurrency=concurrency)
         self.frames = frames
+        self.perception = perception
+        self.app_timeout_s = app_timeout_s
 
     async def serve(self, entry: DeviceEntry, req: Msg) -> Msg:
         assert isinstance(req, FrameRequest)
-        cap = await entry.capture.capture(episode_id=req.episode_id, step=req.step,
-                                          view_side=req.view_side, view_quality=req.view_quality)
-        self.frames.put(cap.frame, cap.rgb, cap.view)
-        entry.latest_frame = cap.frame.frame_id
-        return cap.frame
+        app = ""
+        failed: list[Exception] = []  # raised as themselves, not as a task group's group
+
+        async def read_app() -> None:
+            nonlocal app
+            try:
+                with anyio.fail_after(self.app_timeout_s):
+                    app = await entry.device.current_app()
+            except Exception as exc:
+                failed.append(exc)
+
+        cap: Captured | None = None
+        async with anyio.create_task_group() as tg:  # the adb call alongside the screenshot
+            if req.app:
+                tg.start_soon(read_app)
+            try:
+                cap = await entry.capture.capture(episode_id=req.episode_id, step=req.step,
+                                                  view_side=req.view_side,
+                                                  view_quality=req.view_quality)
+            except Exception as exc:
+                failed.insert(0, exc)
+                tg.cancel_scope.cancel()
+        if failed:
+            raise failed[0]
+        assert cap is not None
+        lines = await self.perception.read_lines(cap, req.device) if req.ocr else []
+        frame = msgspec.structs.replace(cap.frame, app=app, lines=lines)
+        self.frames.put(frame, cap.rgb, cap.view)
+        entry.latest_frame = frame.frame_id
+        return frame

@@ -11,11 +11,13 @@ the step event carrying the same ``request_id`` on ``devices/{serial}/events/{ki
 ``ReplyRouter`` matches replies by id; an ``Error`` reply or no reply fails the episode
 with the reason). Each step, for device ``d``:
 
-1. ``FrameRequest`` -> capture -> ``Frame`` (hashed, flagged, encoded once); perception
-   sees the ``Frame`` event and starts speculative OCR on it at once;
+1. ``FrameRequest`` -> capture -> ``Frame`` (hashed, flagged, encoded once; with the OCR
+   lines for the prompt's hints when ``ocr_hints`` is on, and on the first frame the
+   foreground app); perception sees the ``Frame`` event and starts speculative OCR on it;
 2. the policy (``actors/planner.py``) decides -> ``LlmUsage`` per call, ``Plan``;
 3. a target to tap -> ``GroundRequest`` -> perception -> ``Grounded`` | ``Ambiguous`` (one
-   chooser call here) | ``NotFound`` (feedback for the next prompt, nothing executed);
+   chooser call here, published as the planner's ``Choice``) | ``NotFound`` (feedback for
+   the next prompt, nothing executed);
 4. sensitive operations wait for ``Approve`` on the control topic when approval is on;
    ``Ask`` publishes a ``Question`` there and waits for an ``Answer``;
 5. ``ActRequest`` (operation + grounded point) -> actuator -> ``ActionDone``;
@@ -23,7 +25,13 @@ with the reason). Each step, for device ``d``:
    -> reflector -> ``Reflection`` (ok | unchanged | wrong_page); then ``StepTiming``.
 
 ``Stop`` triggers the completion check; "not complete" continues with the reason in the
-prompt. The loop guard, the step budget and the completion check are the planner's own.
+prompt. The loop guard (``actors/loop_guard.py``), the step budget and the completion check
+are the planner's own. The planner never calls a device or a model engine itself: capture,
+perception, actuation and reflection are reached only through their requests, and each
+event kind has one producer (the planner publishes only its own kinds).
+
+The host registers each phone with its ``AgentServices`` (the services own the per-device
+state); an agent whose phone its services do not serve fails the episode with that reason.
 
 Pixels travel the bus as ``Frame.data``; within one host the services share decoded
 frames through a ``FrameStore`` (a local fast path, see ``actors/rpc.py``). The planner
@@ -49,11 +57,10 @@ import structlog
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from actors.actuator import ActionFailed, is_sensitive
-from actors.capture import Captured
 from actors.config import AgentSettings
+from actors.loop_guard import LoopGuard
 from actors.perception import PerceptionActor, candidate_point
 from actors.planner import Policy, StepContext
-from actors.reflector import ReflectorActor
 from actors.rpc import RequestError, new_request_id
 from actors.services import AgentServices
 from devices.adb import Device, DeviceError
@@ -71,6 +78,7 @@ from protocol.messages import (
     Answer,
     Approve,
     Cancel,
+    Choice,
     DeviceStatus,
     EpisodeFinished,
     EpisodeStarted,
@@ -157,12 +165,10 @@ class DeviceAgent(Actor):
         self.host = host
         self.publish_timeout_s = publish_timeout_s
         self.inbox = (topics.device_control(self.serial),)
-        # Host services on the bus, or a private loopback set (see the module docstring).
-        self._own_services = services is None
-        self.services = services or AgentServices.loopback(bus, perception)
-        self.entry = self.services.register(device, settings)
-        self.capture = self.entry.capture
-        self.actuator = self.entry.actuator
+        # Host services on the bus (the host registered the phone with them), or a
+        # private loopback set serving this phone (see the module docstring).
+        self.services = services or AgentServices.loopback(bus, perception,
+                                                           devices=[(device, settings)])
         self._queue_send: MemoryObjectSendStream[Instruction]
         self._queue_recv: MemoryObjectReceiveStream[Instruction]
         self._queue_send, self._queue_recv = anyio.create_memory_object_stream[Instruction](16)
@@ -188,7 +194,7 @@ class DeviceAgent(Actor):
             try:
                 observe(msg)
             except Exception as exc:  # an observer's bug must not stop the episode
-                log.warning("observer_failed", device=self.serial, error=str(exc))
+                log.warning("observer_failed", error=str(exc))
 
     async def emit(self, msg: Msg) -> None:
         """Publish one event; a bus problem is logged, never fatal to the episode."""
@@ -197,7 +203,7 @@ class DeviceAgent(Actor):
             with anyio.fail_after(self.publish_timeout_s):
                 await self.bus.publish(topics.device_event(self.serial, msg), msg)
         except Exception as exc:
-            log.warning("event_publish_failed", device=self.serial, kind=type(msg).__name__,
+            log.warning("event_publish_failed", kind=type(msg).__name__,
                         error=f"{type(exc).__name__}: {exc}")
 
     async def call(self, req: Msg, expect: tuple[type[Msg], ...], timeout_s: float) -> Msg:
@@ -208,11 +214,12 @@ class DeviceAgent(Actor):
 
     async def request_frame(self, *, episode_id: str = "", step: int = 0,
                             correlation_id: str = "", purpose: str = "step",
-                            view: tuple[int, int] | None = None) -> Frame:
+                            view: tuple[int, int] | None = None, app: bool = False,
+                            ocr: bool = False) -> Frame:
         req = FrameRequest(request_id=new_request_id(), purpose=purpose,  # type: ignore[arg-type]
                            device=self.serial, episode_id=episode_id, step=step,
                            correlation_id=correlation_id, view_side=view[0] if view else 0,
-                           view_quality=view[1] if view else 85)
+                           view_quality=view[1] if view else 85, app=app, ocr=ocr)
         got = await self.call(req, (Frame,),
                               self.services.capture.serve_timeout_s + REQUEST_MARGIN_S)
         assert isinstance(got, Frame)
@@ -225,7 +232,7 @@ class DeviceAgent(Actor):
             with anyio.fail_after(self.publish_timeout_s):
                 await self.bus.publish(topics.device_status(self.serial), msg, retain=True)
         except Exception as exc:
-            log.warning("status_publish_failed", device=self.serial, error=str(exc))
+            log.warning("status_publish_failed", error=str(exc))
 
     async def ask_question(self, msg: Question) -> None:
         """The ``Ask``: a ``Question`` on the device's control topic (best effort)."""
@@ -233,7 +240,7 @@ class DeviceAgent(Actor):
             with anyio.fail_after(self.publish_timeout_s):
                 await self.bus.publish(topics.device_control(self.serial), msg)
         except Exception as exc:
-            log.warning("question_publish_failed", device=self.serial, error=str(exc))
+            log.warning("question_publish_failed", error=str(exc))
 
     async def submit(self, instr: Instruction) -> None:
         """Queue an instruction (the host's gate calls this); refused when the queue is full."""
@@ -263,13 +270,15 @@ class DeviceAgent(Actor):
 
     @asynccontextmanager
     async def _services_running(self) -> AsyncIterator[None]:
-        if self._own_services:
+        if self.services.is_loopback:  # re-entrant: shared loopback services run once
             async with self.services.running_locally():
                 yield
         else:
             yield
 
     async def main(self) -> None:
+        # Every log line of this agent (and of the tasks it starts) names the phone.
+        structlog.contextvars.bind_contextvars(device=self.serial)
         await self.status("idle")
         async with self._services_running(), anyio.create_task_group() as tg:
             if self.settings.stream_interval_s > 0:
@@ -287,7 +296,7 @@ class DeviceAgent(Actor):
             try:
                 await self.request_frame(purpose="stream")  # capture publishes the Frame
             except Exception as exc:
-                log.debug("stream_capture_failed", device=self.serial, error=str(exc))
+                log.debug("stream_capture_failed", error=str(exc))
 
     async def _wait_control(self, pick: Callable[[], Msg | None], timeout_s: float) -> Msg | None:
         with anyio.move_on_after(timeout_s):
@@ -299,21 +308,20 @@ class DeviceAgent(Actor):
                 await self._control_event.wait()
         return None
 
-    def detach(self) -> None:
-        """Leave the host's services (the phone is gone); ``run_episode`` re-registers."""
-        self.services.unregister(self.serial, self.entry)
-
     # ---- one episode ------------------------------------------------------------------
 
     async def run_episode(self, instr: Instruction) -> EpisodeOutcome:
         """Run one episode to its end; episodes on one device never overlap."""
         async with self._one_at_a_time, self._services_running():
-            if self.services.registry.get(self.serial) is not self.entry:
-                self.services.registry.put(self.entry)  # a hot-plugged phone came back
             return await self._run_episode(instr)
 
     async def _run_episode(self, instr: Instruction) -> EpisodeOutcome:
         episode_id = instr.episode_id or f"ep-{new_request_id()[:12]}"
+        # Every log line inside the episode names the phone and the episode (bound once).
+        with structlog.contextvars.bound_contextvars(device=self.serial, episode=episode_id):
+            return await self._episode(instr, episode_id)
+
+    async def _episode(self, instr: Instruction, episode_id: str) -> EpisodeOutcome:
         self._episode_id = episode_id
         self._cancel_reason = ""
         self._approvals.clear()
@@ -351,7 +359,7 @@ class DeviceAgent(Actor):
         outcome = EpisodeOutcome(episode_id, instr.id, status, reason, run.step,
                                  tuple(run.executed))
         self.outcomes.append(outcome)
-        log.info("episode_finished", device=self.serial, episode=episode_id, status=status,
+        log.info("episode_finished", status=status,
                  steps=run.step, reason=reason[:200])
         return outcome
 
@@ -372,8 +380,7 @@ class _Episode:
         view = getattr(self.policy, "image_view", None)
         self.view: tuple[int, int] | None = view if isinstance(view, tuple) else None
         # The loop guard is the planner's: which operation it chose on which frame.
-        self.guard = ReflectorActor(loop_guard=self.s.loop_guard,
-                                    revisit_guard=self.s.revisit_guard)
+        self.guard = LoopGuard(self.s.loop_guard)
         self.history: list[StepRecord] = []
         self.feedback: list[str] = []
         self.executed: list[Operation] = []
@@ -405,20 +412,16 @@ class _Episode:
     async def reflect(self, verdict: Verdict, reason: str) -> None:
         await self.send(Reflection(verdict=verdict, reason=reason[:2000]))
 
-    async def frame(self, step: int) -> Frame:
+    async def frame(self, step: int, *, app: bool = False) -> Frame:
+        """A step frame from the capture service, with its OCR lines when hints are on."""
         return await self.a.request_frame(episode_id=self.episode_id, step=step,
-                                          correlation_id=self.ids.correlation_id, view=self.view)
+                                          correlation_id=self.ids.correlation_id, view=self.view,
+                                          app=app, ocr=self.s.ocr_hints)
 
     def screenshot(self, frame: Frame) -> bytes:
         """The frame as the LLM gets it: capture's LLM-sized view on this host, else the
         bus encoding (the LLM client then scales it itself)."""
         return self.a.services.frames.view(frame.frame_id, frame.device) or frame.data
-
-    async def hints(self, before: Frame) -> tuple[str, ...]:
-        """OCR lines of ``before`` (host-local: the perception engine on the stored pixels)."""
-        frame, rgb = await self.a.services.frames.rgb(before.frame_id, self.a.serial)
-        lines = await self.a.perception.read_text(Captured(frame, rgb, 0.0, 0.0), self.a.serial)
-        return tuple(t for t, _ in lines)
 
     def context(self, before: Frame, hints: tuple[str, ...] = ()) -> StepContext:
         feedback = [*self.feedback, *(f"The user says: {t}" for t in self.a._steers)]
@@ -444,13 +447,17 @@ class _Episode:
             x=point[0] if point else None, y=point[1] if point else None))
 
     async def loop(self) -> None:
-        a, s = self.a, self.s
+        s = self.s
+        if not self.a.services.serves(self.a.serial):
+            raise RequestError(f"{self.a.serial} is not served by this host's agent services "
+                               "(the host registers a phone when it adds it)")
         self.step = 1
         t = time.perf_counter()
-        before = await self.frame(1)
+        # The foreground app once at the start (in the frame reply); each Reflection
+        # reports it afterwards.
+        before = await self.frame(1, app=True)
         self.first_capture_s = time.perf_counter() - t
-        # The foreground app once at the start; each Reflection reports it afterwards.
-        app_before = await a.device.current_app()
+        app_before = before.app
         while True:
             if self.step > self.budget:
                 self.step = self.budget
@@ -468,11 +475,8 @@ class _Episode:
         first_capture = self.first_capture_s if first else 0.0
         phases: dict[str, float] = {"capture": first_capture}
 
-        hints: tuple[str, ...] = ()
-        if s.ocr_hints:
-            t = time.perf_counter()
-            hints = await self.hints(before)
-            phases["perception"] = time.perf_counter() - t
+        # The frame's OCR lines came with it from the capture service (``ocr_hints``).
+        hints = tuple(ln.text for ln in before.lines) if s.ocr_hints else ()
         ctx = self.context(before, hints)
 
         t = time.perf_counter()
@@ -504,15 +508,15 @@ class _Episode:
             return before, app_before
 
         count = self.guard.note_choice(before, op)
-        loop = self.guard.loop_verdict(count, op)
+        loop = self.guard.verdict(count, op)
         if loop is not None:
-            await self.reflect("loop", loop.reason)
+            await self.reflect("loop", loop)
             if count >= s.loop_guard + 2:
                 await timing()
                 raise _Finish("failed", f"loop guard: {format_operation(op)} chosen {count} "
                                         "times on the same screen")
-            self.feedback = [reflection_feedback("loop", loop.reason)]
-            self.record(op, "not done: repeated without effect", before, "loop", loop.reason)
+            self.feedback = [reflection_feedback("loop", loop)]
+            self.record(op, "not done: repeated without effect", before, "loop", loop)
             await timing()
             return before, app_before
 
@@ -611,17 +615,19 @@ class _Episode:
             phases["llm"] = phases.get("llm", 0.0) + time.perf_counter() - t
             await self.usage(choice.replies, "choose")
             pt = candidate_point(ans, choice.index) if choice.index is not None else None
+            box = next((c.box for c in ans.candidates if c.index == choice.index), None)
+            # The planner's own kind: Grounded / NotFound stay perception's.
+            await self.send(Choice(frame_id=before.frame_id, query=target,
+                                   index=choice.index if pt is not None else None,
+                                   x=pt[0] if pt else None, y=pt[1] if pt else None,
+                                   box=box if pt is not None else None))
             if pt is not None:
-                box = next(c.box for c in ans.candidates if c.index == choice.index)
-                await self.send(Grounded(frame_id=before.frame_id, x=pt[0], y=pt[1], box=box,
-                                         source="chooser"))
                 return pt
-            ans = self.ids.stamp(NotFound(frame_id=before.frame_id, query=target,
-                                          closest=[c.text for c in ans.candidates if c.text]),
-                                 self.step)
-            await a.emit(ans)
-        assert isinstance(ans, NotFound)
-        self.feedback = [not_found_feedback(op, ans.closest)]
+            closest = [c.text for c in ans.candidates if c.text]
+        else:
+            assert isinstance(ans, NotFound)
+            closest = list(ans.closest)
+        self.feedback = [not_found_feedback(op, closest)]
         await self.done(op, False, "target not found on the screen", time.perf_counter())
         self.record(op, "not found", before)
         return None

@@ -37,6 +37,7 @@ from protocol.messages import (
     GroundRequest,
     Msg,
     NotFound,
+    TextLine,
 )
 from protocol.operations import ClickIcon, ClickText, LongPress, Operation
 from runtime import topics
@@ -65,19 +66,20 @@ class PerceptionActor:
         self._slots = anyio.Semaphore(max(1, workers))
         self.speculated = 0
 
-    async def read_text(self, captured: Captured, device: str = "") -> list[tuple[str, tuple[int, int]]]:
-        """Lines on the frame with their centres (for launcher labels and OCR hints)."""
+    async def read_lines(self, captured: Captured, device: str = "") -> list[TextLine]:
+        """The OCR lines of the frame with their boxes, under the worker limit (cached per
+        frame, so a frame speculated on is read once)."""
         async with self._slots:
             res = await self.perception.aread_text(
                 captured.rgb, frame_id=captured.frame.sha256, device=device or None,
                 timeout_s=self.timeout_s,
             )
-        return [(ln.text, (int(ln.center[0]), int(ln.center[1]))) for ln in res.lines]
+        return [TextLine(ln.text, _box(ln.box)) for ln in res.lines]
 
     async def speculate(self, captured: Captured, device: str = "") -> None:
         """OCR the frame now, off the critical path; failures only cost the cache hit."""
         try:
-            await self.read_text(captured, device)
+            await self.read_lines(captured, device)
             self.speculated += 1
         except Exception as exc:  # best effort: the real request reports its own error
             log.debug("speculative_ocr_failed", error=f"{type(exc).__name__}: {exc}")

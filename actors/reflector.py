@@ -4,7 +4,6 @@ Deterministic checks, cheapest first, on the frames before and after an action:
 
 - **unchanged**: the pixel difference outside the status bar (its clock changes on its
   own) is below a few dozen pixels;
-- **loop**: the same operation chosen on the same frame ``loop_guard`` times;
 - **wrong_page**: the foreground app changed although the operation should not leave it,
   or the same screen (masked pixel hash) has been seen ``revisit_guard`` times.
 
@@ -12,7 +11,10 @@ The completion check on ``Stop`` (one LLM call, through the policy) is also run 
 here. Every verdict becomes a ``Reflection`` event and, when it is not ``ok``, feedback in
 the planner's next prompt.
 
-``ReflectorActor`` holds the checks and one episode's memory (screens seen, choices made).
+The loop guard (the same operation chosen on one frame again and again) is the planner's,
+``actors/loop_guard.py``: it is judged before anything is executed.
+
+``ReflectorActor`` holds the checks and one episode's memory (screens seen).
 ``ReflectorService`` is the host-level actor on the bus: it answers each ``ReflectRequest``
 (``devices/{serial}/requests/reflect_request``, naming the before and after frame ids) with
 a ``Reflection`` carrying the request id and the foreground app it read, using the
@@ -33,7 +35,7 @@ import numpy as np
 from actors.capture import Captured
 from actors.frames import FrameStore
 from actors.rpc import DeviceEntry, DeviceRegistry, ServiceActor
-from protocol.messages import Frame, Msg, Reflection, ReflectRequest
+from protocol.messages import Msg, Reflection, ReflectRequest
 from protocol.operations import Back, Exit, OpenApp, Operation, Wait, format_operation
 from runtime.actor import Publisher
 
@@ -82,37 +84,21 @@ def screen_key(rgb: np.ndarray) -> str:
 
 @dataclass(frozen=True)
 class Verdict:
-    verdict: str  # ok | unchanged | wrong_page | loop
+    verdict: str  # ok | unchanged | wrong_page
     reason: str = ""
 
 
 class ReflectorActor:
     name = "reflector"
 
-    def __init__(self, *, loop_guard: int = 3, revisit_guard: int = 4,
+    def __init__(self, *, revisit_guard: int = 4,
                  limiter: anyio.CapacityLimiter | None = None) -> None:
-        self.loop_guard = loop_guard
         self.revisit_guard = revisit_guard
         self.limiter = limiter
-        self._choices: Counter[tuple[str, str]] = Counter()
         self._screens: Counter[str] = Counter()
 
     def reset(self) -> None:
-        self._choices.clear()
         self._screens.clear()
-
-    def note_choice(self, frame: Captured | Frame, op: Operation) -> int:
-        """Count ``op`` chosen on ``frame``; returns how many times so far."""
-        sha = frame.sha256 if isinstance(frame, Frame) else frame.frame.sha256
-        key = (sha, format_operation(op))
-        self._choices[key] += 1
-        return self._choices[key]
-
-    def loop_verdict(self, count: int, op: Operation) -> Verdict | None:
-        if count >= self.loop_guard:
-            return Verdict("loop", f"{format_operation(op)} was chosen {count} times on the "
-                                   "same screen without progress; try something else")
-        return None
 
     async def reflect(
         self, before: Captured, after: Captured, op: Operation, *,

@@ -262,7 +262,9 @@ class ServiceActor(Actor):
             return
         reply: Msg
         try:
-            with anyio.fail_after(self.serve_timeout_s):
+            with (structlog.contextvars.bound_contextvars(device=msg.device,
+                                                          episode=msg.episode_id),
+                  anyio.fail_after(self.serve_timeout_s)):
                 reply = await self.serve(entry, msg)
         except anyio.get_cancelled_exc_class():
             raise
@@ -271,7 +273,7 @@ class ServiceActor(Actor):
                           detail=f"no result within {self.serve_timeout_s:g}s")
         except Exception as exc:  # the asker gets the reason; the service goes on
             log.warning("service_failed", service=self.name, device=msg.device,
-                        error=f"{type(exc).__name__}: {exc}")
+                        episode=msg.episode_id, error=f"{type(exc).__name__}: {exc}")
             reply = Error(topic=topic, reason=f"{self.name} failed",
                           detail=f"{type(exc).__name__}: {exc}"[:2000])
         self.served += 1

@@ -1,9 +1,10 @@
 """The host's agent services: capture, perception, actuator and reflector actors on the bus.
 
 One ``AgentServices`` per host serves every phone of that host. Its actors are host-level
-(``devices/+/requests/+``) and look the phone up by serial in a ``DeviceRegistry`` that each
-``DeviceAgent`` registers into, so phones can come and go at run time (hot-plug) while the
-subscriptions made once at start stay the same:
+(``devices/+/requests/+``) and look the phone up by serial in their ``DeviceRegistry``. The
+services own that per-device state: the host calls ``register`` when it adds a phone and
+``unregister`` when the phone leaves (hot-plug), while the subscriptions made once at start
+stay the same; a ``DeviceAgent`` only sends requests and never registers itself:
 
 ==========================  ====================================  ================================
 request (requests/{kind})   answered by                           reply (events/{kind})
@@ -34,7 +35,7 @@ Blocking pixel work (hashing, JPEG encoding, decoding, diffs) from every phone s
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 
 import anyio
@@ -73,20 +74,26 @@ class AgentServices:
         self.replies = ReplyRouter(self.bus, self.frames)
         self.requests = Requests(self.bus, self.replies)
         self.capture = CaptureService(self.bus, self.registry, self.frames,
-                                      concurrency=concurrency)
+                                      self.perception_engine, concurrency=concurrency)
         self.perception = PerceptionService(self.bus, self.registry, self.frames,
                                             self.perception_engine, concurrency=concurrency)
-        self.actuator = ActuatorService(self.bus, self.registry, self.perception_engine,
-                                        concurrency=concurrency)
+        self.actuator = ActuatorService(
+            self.bus, self.registry, self.requests, concurrency=concurrency,
+            frame_timeout_s=self.capture.serve_timeout_s + self.perception.serve_timeout_s)
         self.reflector = ReflectorService(self.bus, self.registry, self.frames,
                                           concurrency=concurrency)
         self._local_users = 0
 
     @classmethod
     def loopback(cls, publisher: Publisher, perception: PerceptionActor | None = None,
+                 devices: Sequence[tuple[Device, AgentSettings]] = (),
                  **kw: int) -> AgentServices:
-        """Services delivered in-process (run them with ``running_locally``)."""
-        return cls(publisher, perception, _router=Router(), **kw)
+        """Services delivered in-process (run them with ``running_locally``), serving
+        ``devices`` (phone, settings) from the start."""
+        services = cls(publisher, perception, _router=Router(), **kw)
+        for device, settings in devices:
+            services.register(device, settings)
+        return services
 
     @property
     def is_loopback(self) -> bool:
@@ -97,20 +104,24 @@ class AgentServices:
         return [self.replies, self.capture, self.perception, self.actuator, self.reflector]
 
     def register(self, device: Device, settings: AgentSettings) -> DeviceEntry:
-        """(Re)register a phone; its engines are built from the agent's settings."""
+        """Serve a phone (the host calls this when it adds one; again when it comes back
+        after a hot-plug, which starts fresh engines); built from the agent's settings."""
         entry = DeviceEntry(
             serial=device.serial, device=device, settings=settings,
             capture=CaptureActor(device, fmt=settings.frame_format,
                                  quality=settings.jpeg_quality, limiter=self.cpu),
             actuator=ActuatorActor(device, packages=settings.packages, wait_s=settings.wait_s,
                                    launcher_pages=settings.launcher_pages),
-            reflector=ReflectorActor(loop_guard=settings.loop_guard,
-                                     revisit_guard=settings.revisit_guard, limiter=self.cpu),
+            reflector=ReflectorActor(revisit_guard=settings.revisit_guard, limiter=self.cpu),
         )
         self.registry.put(entry)
         return entry
 
+    def serves(self, serial: str) -> bool:
+        return serial in self.registry
+
     def unregister(self, serial: str, entry: DeviceEntry | None = None) -> None:
+        """Stop serving a phone (it left); ``entry`` only if it still is the current one."""
         self.registry.remove(serial, entry)
         if serial not in self.registry:
             self.frames.forget(serial)

@@ -33,7 +33,7 @@ T = TypeVar("T")
 
 DEFAULT_ADB_PORT = 5037
 READ_CHUNK = 1 << 20  # bytes per recv when reading a screencap
-ADB_KEYBOARD = "com.android.adbkeyboard/.AdbIME"
+ADB_KEYBOARD = "com.android.adbkeyboard/.AdbIME"  # the only definition (sim/ imports it)
 ADB_KEYBOARD_HELP = (
     "typing non-ASCII text needs the ADB Keyboard IME, which is not installed on {serial}: "
     "download ADBKeyboard.apk from https://github.com/senzhk/ADBKeyBoard/releases, then run "
@@ -238,7 +238,7 @@ class AdbDevice:
             # adbutils' read_until_close appends 4 KB chunks to a bytes object: quadratic,
             # about a second of copying for a 10 MB raw frame. Large reads, joined once.
             chunks = []
-            while chunk := c.conn.recv(READ_CHUNK):
+            while chunk := c.recv(READ_CHUNK):  # public alias of the socket recv
                 chunks.append(chunk)
             return b"".join(chunks)
 

@@ -1,8 +1,8 @@
 """The agent loop as the fleet's per-phone worker: ``host.fleet`` calls ``run_episode``.
 
 runtime/ cannot import actors/, so this adapter lives here: one ``DeviceAgent`` per phone,
-kept in the handle's per-phone state (reset when the phone returns; the agent detaches from
-the host's services when its group ends), with the fleet's
+kept in the handle's per-phone state (reset when the phone returns; the phone is registered
+with the host's services while it is there and unregistered when its group ends), with the fleet's
 Cancel and the episode's control messages (Approve, Answer, Steer, which the fleet routes to
 the running episode) forwarded to the agent's control inbox.
 
@@ -27,6 +27,16 @@ from runtime import topics
 RunEpisode = Callable[[DeviceHandle, Instruction, EpisodeControl], Awaitable[EpisodeFinished]]
 
 
+def serve_phone(agent: DeviceAgent, handle: DeviceHandle) -> None:
+    """Register the phone with the host's services (which own its per-device state) for
+    as long as this phone generation lasts; a loopback agent's private services already
+    serve it."""
+    if agent.services.is_loopback:
+        return
+    entry = agent.services.register(agent.device, agent.settings)
+    handle.closers.append(lambda: agent.services.unregister(handle.serial, entry))
+
+
 def agent_worker(make_agent: Callable[[DeviceHandle], DeviceAgent]) -> RunEpisode:
     """A fleet ``run_episode`` that runs each instruction on the phone's ``DeviceAgent``."""
 
@@ -35,7 +45,7 @@ def agent_worker(make_agent: Callable[[DeviceHandle], DeviceAgent]) -> RunEpisod
         agent = handle.state.get("agent")
         if not isinstance(agent, DeviceAgent):
             agent = handle.state["agent"] = make_agent(handle)
-            handle.closers.append(agent.detach)  # the phone left: its service entry goes
+            serve_phone(agent, handle)
         if not instr.episode_id:  # one episode id for the fleet and the agent's events
             instr = msgspec.structs.replace(instr, episode_id=control.episode_id)
         topic = topics.device_control(handle.serial)

@@ -96,6 +96,7 @@ class AgentHost:
         services = self.services = AgentServices(bus, self.perception)
         actors: list[Actor] = [*services.actors()]
         for dev in self.devices:
+            services.register(dev, self.cfg.agent)  # the services own the phone's state
             agent = DeviceAgent(
                 bus, dev, settings=self.cfg.agent, perception=self.perception,
                 policy_for=self._policy_factory(dev.serial), host=self.runtime.host,

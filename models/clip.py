@@ -11,11 +11,11 @@ Any CLIP-family model with this two-tower interface works (ViT-B/32, MobileCLIP-
 
 from __future__ import annotations
 
+import functools
 import gzip
 import html
 import json
 import re
-import threading
 from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
@@ -93,13 +93,10 @@ class ClipTokenizer:
         self.sot = self.encoder["<start_of_text>"]
         self.eot = self.encoder["<end_of_text>"]
         self.context_length = context_length
-        self._cache: dict[str, str] = {}
-        self._lock = threading.Lock()
+        # The token determines the merges: a per-instance functools cache.
+        self.bpe = functools.cache(self._bpe)
 
-    def bpe(self, token: str) -> str:
-        with self._lock:
-            if token in self._cache:
-                return self._cache[token]
+    def _bpe(self, token: str) -> str:
         word = list(token[:-1]) + [token[-1] + "</w>"]
         while len(word) > 1:
             pairs = {(word[i], word[i + 1]) for i in range(len(word) - 1)}
@@ -116,10 +113,7 @@ class ClipTokenizer:
                     merged.append(word[i])
                     i += 1
             word = merged
-        out = " ".join(word)
-        with self._lock:
-            self._cache[token] = out
-        return out
+        return " ".join(word)
 
     def encode(self, text: str) -> list[int]:
         text = " ".join(html.unescape(html.unescape(text)).split()).strip().lower()

@@ -18,7 +18,6 @@ import hashlib
 import io
 import threading
 import unicodedata
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Literal, Protocol, TypeVar
 
@@ -26,6 +25,7 @@ import anyio
 import cv2
 import msgspec
 import numpy as np
+from cachetools import LRUCache
 from PIL import Image, ImageDraw, ImageFont
 
 from models.detector import (
@@ -561,8 +561,9 @@ class Perception:
         self._matcher = matcher
         self._matcher_ready = matcher is not None
         self._lock = threading.RLock()
-        self._ocr_results: OrderedDict[str, OcrResult] = OrderedDict()
-        self._proposals: OrderedDict[str, list[Proposal]] = OrderedDict()
+        # By frame hash: the work needs the pixels, so the cache is a map, not lru_cache.
+        self._ocr_results: LRUCache[str, OcrResult] = LRUCache(max(1, self.settings.cache_frames))
+        self._proposals: LRUCache[str, list[Proposal]] = LRUCache(max(1, self.settings.cache_frames))
 
     # lazily built parts: constructing the OCR sessions costs about a second
     @property
@@ -587,12 +588,9 @@ class Perception:
                 self._matcher_ready = True
             return self._matcher
 
-    def _remember(self, cache: OrderedDict[str, T], key: str, value: T) -> None:
-        with self._lock:
+    def _remember(self, cache: LRUCache[str, T], key: str, value: T) -> None:
+        with self._lock:  # cachetools' caches are not thread-safe
             cache[key] = value
-            cache.move_to_end(key)
-            while len(cache) > self.settings.cache_frames:
-                cache.popitem(last=False)
 
     def read_text(self, image: ImageInput, *, frame_id: str | None = None,
                   device: str | None = None) -> OcrResult:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import threading
 import time
-from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +21,7 @@ import cv2
 import msgspec
 import numpy as np
 import onnxruntime as ort
+from cachetools import LRUCache
 from PIL import Image
 
 Box = tuple[float, float, float, float]  # x1, y1, x2, y2 in frame pixels
@@ -417,7 +417,8 @@ class OcrCache:
         self.diff_threshold = diff_threshold
         self.full_frac = full_frac
         self.margin_px = margin_px
-        self._prev: OrderedDict[str, tuple[np.ndarray, OcrResult]] = OrderedDict()
+        # Per-device state (the previous frame), not a cache of a function: a bounded map.
+        self._prev: LRUCache[str, tuple[np.ndarray, OcrResult]] = LRUCache(max(1, max_devices))
         self._lock = threading.Lock()
         self.last_changed_frac = 1.0
 
@@ -444,9 +445,6 @@ class OcrCache:
                 result = self._update(bgr, prev[1], bands)
         with self._lock:
             self._prev[device] = (small, result)
-            self._prev.move_to_end(device)
-            while len(self._prev) > self.max_devices:
-                self._prev.popitem(last=False)
         return result
 
     def forget(self, device: str) -> None:

@@ -75,6 +75,11 @@ class FrameRequest(Msg, tag="frame_request", frozen=True):
     purpose: Literal["step", "stream", "read"] = "step"
     view_side: Annotated[int, msgspec.Meta(ge=0, le=8192)] = 0
     view_quality: Annotated[int, msgspec.Meta(ge=1, le=95)] = 85
+    # What the asker needs besides the pixels, filled into the ``Frame`` by the capture
+    # service: the foreground app (one adb call, alongside the screenshot) and the OCR
+    # lines (read through the perception engine's bounded pool).
+    app: bool = False
+    ocr: bool = False
 
 
 class ActRequest(Msg, tag="act_request", frozen=True):
@@ -103,6 +108,13 @@ class ReflectRequest(Msg, tag="reflect_request", frozen=True):
 # ---- one step, inside a device's actor group ---------------------------------------
 
 
+class TextLine(msgspec.Struct, frozen=True, array_like=True):
+    """One OCR line of a frame: its text and box (``[text, [l, t, r, b]]`` on the wire)."""
+
+    text: str
+    box: Box
+
+
 class Frame(Msg, tag="frame", frozen=True):
     binary: ClassVar[bool] = True
 
@@ -115,6 +127,8 @@ class Frame(Msg, tag="frame", frozen=True):
     flags: list[str] = []  # "identical" (same pixels as the previous frame), "black"
     capture_path: str = ""  # "raw" | "png": how the device delivered it
     request_id: str = ""  # the request this answers ("" when none)
+    app: str = ""  # the foreground app, when the FrameRequest asked for it
+    lines: list[TextLine] = []  # the OCR lines, when the FrameRequest asked for them
 
 
 class GroundRequest(Msg, tag="ground_request", frozen=True):
@@ -160,6 +174,20 @@ class NotFound(Msg, tag="not_found", frozen=True):
     query: str
     closest: list[str] = []
     request_id: str = ""  # the request this answers ("" when none)
+
+
+class Choice(Msg, tag="choice", frozen=True):
+    """The planner's pick among an ``Ambiguous`` answer's candidates (the chooser call).
+
+    The planner's own kind: ``Grounded`` / ``NotFound`` come from perception only.
+    ``index`` is None when the chooser picked none of them (nothing is executed)."""
+
+    frame_id: str
+    query: str = ""
+    index: int | None = None
+    x: int | None = None
+    y: int | None = None
+    box: Box | None = None
 
 
 class Plan(Msg, tag="plan", frozen=True):
@@ -227,13 +255,14 @@ class StepTiming(Msg, tag="step_timing", frozen=True):
 
 AGENT_KINDS: Final[tuple[type[Msg], ...]] = (
     FrameRequest, ActRequest, ReflectRequest,
-    Frame, GroundRequest, Grounded, Ambiguous, NotFound, Plan, ActionDone, Reflection,
+    Frame, GroundRequest, Grounded, Ambiguous, NotFound, Choice, Plan, ActionDone, Reflection,
     EpisodeStarted, EpisodeFinished, LlmUsage, StepTiming,
 )
 Message: TypeAlias = (
     Instruction | Cancel | Approve | Answer | Steer | Question
     | FrameRequest | ActRequest | ReflectRequest
-    | Frame | GroundRequest | Grounded | Ambiguous | NotFound | Plan | ActionDone | Reflection
+    | Frame | GroundRequest | Grounded | Ambiguous | NotFound | Choice | Plan | ActionDone
+    | Reflection
     | EpisodeStarted | EpisodeFinished
     | DeviceStatus | HostStatus | Error | LlmUsage | StepTiming
 )

@@ -82,23 +82,27 @@ def configure_logging(
         else structlog.processors.JSONRenderer()
     )
     level = _LEVELS[cfg.level]
-    processors: list[Any] = [
+    # What every line gets, from structlog or from the stdlib (aiomqtt, amqtt, ...); the
+    # device and the episode come from contextvars bound once at the episode boundary.
+    shared: list[Any] = [
         structlog.contextvars.merge_contextvars,
         structlog.processors.add_log_level,
         structlog.processors.TimeStamper(fmt="iso", utc=True),
-        structlog.processors.format_exc_info,
-        _redactor,
-        renderer,
     ]
     structlog.configure(
-        processors=processors,
+        processors=[*shared, structlog.processors.format_exc_info, _redactor, renderer],
         wrapper_class=structlog.make_filtering_bound_logger(level),
         logger_factory=structlog.PrintLoggerFactory(file=stream),  # type: ignore[arg-type]
         cache_logger_on_first_use=False,
     )
-    # Libraries (aiomqtt, amqtt) log through the stdlib: same stream, same redaction.
+    # Libraries log through the stdlib: the same stream, processors, redaction and
+    # renderer (a JSON line like ours when JSON logs are configured).
     handler = logging.StreamHandler(stream)
-    handler.setFormatter(_RedactingFormatter(_redactor))
+    handler.setFormatter(structlog.stdlib.ProcessorFormatter(
+        foreign_pre_chain=[*shared, structlog.stdlib.add_logger_name],
+        processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta,
+                    structlog.processors.format_exc_info, _redactor, renderer],
+    ))
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(max(level, logging.WARNING))
@@ -116,12 +120,3 @@ class _Stderr:
 
     def isatty(self) -> bool:
         return sys.stderr.isatty()
-
-
-class _RedactingFormatter(logging.Formatter):
-    def __init__(self, redactor: Redactor) -> None:
-        super().__init__("%(asctime)s %(levelname)s %(name)s: %(message)s")
-        self._redactor = redactor
-
-    def format(self, record: logging.LogRecord) -> str:
-        return self._redactor.text(super().format(record))

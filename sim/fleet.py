@@ -57,7 +57,7 @@ def adb_server_port() -> int:
 def find_adb() -> str | None:
     """adbutils' choice (ADBUTILS_ADB_PATH, then PATH, then its bundled adb)."""
     try:
-        from adbutils._utils import adb_path
+        from adbutils import adb_path
 
         return str(adb_path())
     except Exception:

@@ -25,7 +25,7 @@ import math
 import os
 import random
 import time
-from collections import OrderedDict, deque
+from collections import deque
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from types import TracebackType
@@ -36,6 +36,7 @@ import anyio
 import msgspec
 import openai
 import structlog
+from cachetools import LRUCache
 from msgspec import Meta
 from PIL import Image as PILImage
 
@@ -332,26 +333,6 @@ def encode_jpeg(data: bytes, max_side: int, quality: int = 85) -> bytes:
     return buf.getvalue()
 
 
-class _DataUrlCache:
-    """Recent frames recur in the planner's history: encode each once."""
-
-    def __init__(self, size: int = 64) -> None:
-        self._size = size
-        self._items: OrderedDict[bytes, str] = OrderedDict()
-
-    def get(self, key: bytes) -> str | None:
-        url = self._items.get(key)
-        if url is not None:
-            self._items.move_to_end(key)
-        return url
-
-    def put(self, key: bytes, url: str) -> None:
-        self._items[key] = url
-        self._items.move_to_end(key)
-        while len(self._items) > self._size:
-            self._items.popitem(last=False)
-
-
 # ---------------------------------------------------------------------------- client
 
 
@@ -397,7 +378,8 @@ class LLMClient:
             timeout=settings.timeout_s,
             max_retries=0,
         )
-        self._images = _DataUrlCache()
+        # Recent frames recur in the planner's history: encode each once (by content).
+        self._images: LRUCache[bytes, str] = LRUCache(64)
 
     def __repr__(self) -> str:
         return f"LLMClient(base_url={self.settings.base_url!r})"
@@ -435,7 +417,7 @@ class LLMClient:
                 encode_jpeg, image.data, s.max_image_side, s.jpeg_quality
             )
             url = "data:image/jpeg;base64," + base64.b64encode(jpeg).decode("ascii")
-            self._images.put(key, url)
+            self._images[key] = url
         return url
 
     async def _wire_messages(self, messages: Sequence[ChatMessage]) -> list[dict[str, Any]]:

@@ -135,6 +135,12 @@ _WRAPPERS = ("```", "`", "**", "__")
 _SYNTAX_LIST = "; ".join(s for s, _ in OPERATION_GUIDE)
 
 
+def _shown(text: str) -> str:
+    """``text`` as an error message quotes it: at most 80 characters (the message goes
+    back to the model, so a hostile reply must not grow the next prompt)."""
+    return repr(text if len(text) <= 80 else text[:77] + "...")
+
+
 def _unknown(action: str) -> ParseError:
     shown = action if len(action) <= 80 else action[:77] + "..."
     return ParseError(
@@ -204,7 +210,7 @@ def parse_operation(action: str) -> Operation:
         if rest.strip():
             raise ParseError(
                 f"{_NULLARY_SYNTAX[keyword]} takes no argument and nothing may follow it; got "
-                f"{rest.strip()!r} in {s!r}. Give exactly one action.",
+                f"{rest.strip()!r} in {_shown(s)}. Give exactly one action.",
                 action,
             )
         return _NULLARY[keyword]()
@@ -214,19 +220,21 @@ def parse_operation(action: str) -> Operation:
     if not r:
         raise ParseError(f"{syntax.split(' (')[0]} needs its argument: write {syntax}", action)
     if not r.startswith("("):
-        raise ParseError(f"expected '(' after {syntax.split(' (')[0]!r} in {s!r}: write {syntax}", action)
+        raise ParseError(f"expected '(' after {syntax.split(' (')[0]!r} in {_shown(s)}: write {syntax}", action)
     if not r.endswith(")"):
         close = r.rfind(")")
         if close < 0:
-            raise ParseError(f"unbalanced parentheses in {s!r}: the closing ')' is missing", action)
+            raise ParseError(f"unbalanced parentheses in {_shown(s)}: the closing ')' is "
+                             "missing", action)
         raise ParseError(
-            f"unexpected text {r[close + 1:].strip()!r} after the closing ')' in {s!r}. "
+            f"unexpected text {_shown(r[close + 1:].strip())} after the closing ')' in "
+            f"{_shown(s)}. "
             "Give exactly one action and nothing after it.",
             action,
         )
     arg = r[1:-1].strip()
     if not arg:
-        raise ParseError(f"empty argument in {s!r}: write {syntax}", action)
+        raise ParseError(f"empty argument in {_shown(s)}: write {syntax}", action)
 
     op: Operation
     if keyword == "open app":
@@ -247,11 +255,11 @@ def parse_operation(action: str) -> Operation:
             op = ClickIcon(arg, "center")
         else:
             if not desc.strip():
-                raise ParseError(f"the icon description is empty in {s!r}: write {syntax}", action)
+                raise ParseError(f"the icon description is empty in {_shown(s)}: write {syntax}", action)
             op = ClickIcon(desc.strip(), _position(pos, s))
     problem = operation_problem(op)
     if problem is not None:
-        raise ParseError(f"{problem} in {s!r}", action)
+        raise ParseError(f"{problem} in {_shown(s)}", action)
     return op
 
 

@@ -19,12 +19,12 @@ from dataclasses import dataclass, field
 
 from PIL import Image
 
+from devices.adb import ADB_KEYBOARD
 from sim.adb import shell as sh
 from sim.adb.fs import VirtualFS
 from sim.adb.keycodes import parse_keycode
 from sim.phone_api import Phone
 
-ADB_KEYBOARD = "com.android.adbkeyboard/.AdbIME"
 NOT_FOUND = 127
 
 

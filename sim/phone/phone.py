@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 
 from PIL import Image
 
+from devices.adb import ADB_KEYBOARD  # the one IME id the driver and the phone agree on
 from sim.phone import keycodes, systemui
 from sim.phone.app import App, Ctx, Navigator, Screen
 from sim.phone.canvas import Action, Box, Element, Hit, Layout, contains, paint
@@ -36,7 +37,6 @@ from sim.phone.widgets import Dialog, TextField
 from sim.phone_api import DeviceInfo, Faults, LatencyProfile
 
 GBOARD = "com.google.android.inputmethod.latin/com.android.inputmethod.latin.LatinIME"
-ADB_KEYBOARD = "com.android.adbkeyboard/.AdbIME"
 IME_PACKAGES = ("com.google.android.inputmethod.latin", "com.android.adbkeyboard")
 TOAST_S = 2.0
 LONG_PRESS_MS = 500

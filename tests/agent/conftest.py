@@ -105,6 +105,7 @@ async def agent_on_bus(
         await watch.subscribe(topics.device_requests_filter(device.serial))
         await watch.subscribe(topics.device_status(device.serial))
         services = AgentServices(bus, perception)
+        services.register(device, settings)
         agent = DeviceAgent(bus, device, settings=settings, perception=perception,
                             policy_for=lambda _i: policy, services=services)
 

@@ -15,6 +15,7 @@ from actors.actuator import ActuatorActor, is_sensitive
 from actors.capture import CaptureActor, Captured, is_black
 from actors.config import AgentConfig
 from actors.episode import DeviceAgent
+from actors.loop_guard import LoopGuard
 from actors.perception import PerceptionActor
 from actors.planner import ScriptedPolicy
 from actors.reflector import ReflectorActor
@@ -203,7 +204,7 @@ async def test_reflector_verdicts() -> None:
     clock[2:12, 150:190] = 0  # only the status-bar clock changed
     moved = screen.copy()
     moved[300:360, 20:180] = (200, 30, 30)
-    r = ReflectorActor(loop_guard=3, revisit_guard=3)
+    r = ReflectorActor(revisit_guard=3)
     tap = ClickText("Save")
     assert (await r.reflect(_captured(screen), _captured(clock), tap)).verdict == "unchanged"
     assert (await r.reflect(_captured(screen), _captured(moved), tap)).verdict == "ok"
@@ -216,11 +217,13 @@ async def test_reflector_verdicts() -> None:
     r.reset()
     assert (await r.reflect(_captured(screen), _captured(moved), Exit(),
                             app_before="a.b", app_after="com.android.launcher3")).verdict == "ok"
-    same = _captured(screen)
-    assert [r.note_choice(same, tap) for _ in range(3)] == [1, 2, 3]
-    v = r.loop_verdict(3, tap)
-    assert v is not None and v.verdict == "loop"
-    assert r.loop_verdict(2, tap) is None
+    guard = LoopGuard(3)
+    same = _captured(screen).frame
+    assert [guard.note_choice(same, tap) for _ in range(3)] == [1, 2, 3]
+    v = guard.verdict(3, tap)
+    assert v is not None and "3 times" in v
+    assert guard.verdict(2, tap) is None
+    assert guard.note_choice(_captured(moved).frame, tap) == 1  # another screen counts anew
 
 
 @pytest.mark.needs_mosquitto

@@ -47,7 +47,7 @@ from protocol.messages import (
     Reflection,
     ReflectRequest,
 )
-from protocol.operations import Ask, Back
+from protocol.operations import Ask, Back, ClickText, OpenApp
 from runtime import topics
 from runtime.actor import run_actors
 from runtime.bus import Bus
@@ -268,6 +268,7 @@ async def test_frames_stream_between_episodes_for_watch(
     async with bus_for(mosquitto, "stream-host") as bus, bus_for(mosquitto, "watcher") as watch:
         await watch.subscribe(topics.device_events_filter(sim_device.serial, "frame"))
         services = AgentServices(bus, shared_perception)
+        services.register(AdbDevice(sim_device.serial), settings)
         agent = DeviceAgent(bus, AdbDevice(sim_device.serial), settings=settings,
                             perception=shared_perception, services=services,
                             policy_for=lambda _i: ScriptedPolicy([]))
@@ -364,3 +365,106 @@ def test_watch_and_the_event_log_read_the_new_kinds() -> None:
         assert msg.device in line or "-" in line
         event = message_event(topics.device_request("p1", msg), msg)
         assert event["event"] == type(msg).__struct_config__.tag
+
+
+async def test_each_event_kind_has_one_producer(
+    sim_device: SimDevice, shared_perception: PerceptionActor,
+) -> None:
+    """The planner publishes only its own kinds; frames, grounding answers and the launcher
+    fallback's reads come from the services, whose replies each answer one request kind."""
+    published: list[tuple[str, str, Msg]] = []  # (producer, topic, message)
+
+    class Tagged:
+        def __init__(self, producer: str) -> None:
+            self.producer = producer
+
+        async def publish(self, topic: str, msg: Msg, *, qos: int = 1,
+                          retain: bool = False) -> None:
+            published.append((self.producer, topic, msg))
+
+    phone = sim_device.phone
+    phone.open("com.android.settings")
+    phone.settle()
+    device = AdbDevice(sim_device.serial)
+    # ocr_hints: the frame replies carry OCR lines; Open app with no package known: the
+    # actuator's launcher fallback asks capture for frames with lines.
+    settings = fast_settings(completion_check=False, ocr_hints=True, packages={})
+    services = AgentServices.loopback(Tagged("services"), shared_perception,
+                                      devices=[(device, settings)])
+    agent = DeviceAgent(Tagged("planner"), device, settings=settings,
+                        perception=shared_perception, services=services,
+                        policy_for=lambda _i: ScriptedPolicy(
+                            [ClickText("Frobnicate widget"), Back(), OpenApp("Notes")]))
+    outcome = await agent.run_episode(Instruction(id=uuid.uuid4().hex, text="Open Notes."))
+    assert outcome.status == "succeeded", outcome.reason
+    producers: dict[str, set[str]] = {}
+    for producer, topic, msg in published:
+        if "/events/" in topic:
+            producers.setdefault(type(msg).__name__, set()).add(producer)
+    service_kinds = {"Frame", "NotFound"}
+    planner_kinds = {"EpisodeStarted", "Plan", "StepTiming", "EpisodeFinished"}
+    for kind in service_kinds:
+        assert producers.get(kind) == {"services"}, (kind, producers.get(kind))
+    for kind in planner_kinds:
+        assert producers.get(kind) == {"planner"}, (kind, producers.get(kind))
+    assert not {"Grounded", "Ambiguous", "NotFound", "Frame"} & {
+        k for k, p in producers.items() if "planner" in p}
+    # Known, not split yet: the planner still reports the steps it settles itself (a miss,
+    # a refused approval, an Ask; loop/completion verdicts) as ActionDone / Reflection.
+    # Any other kind gaining a second producer fails here.
+    assert {k for k, p in producers.items() if len(p) > 1} <= {"ActionDone", "Reflection"}
+    # The launcher fallback's frames came from the capture service, with their OCR lines.
+    frames = [m for p, _, m in published if isinstance(m, Frame)]
+    assert frames and all(f.lines for f in frames)
+    assert frames[0].app == "com.android.settings"  # the first frame says the app
+    done = [m for _, _, m in published if isinstance(m, ActionDone) and m.ok]
+    assert any("launcher icon" in d.detail for d in done), [d.detail for d in done]
+    # One answer per request id: no reply kind was published twice for one request.
+    rids = [getattr(m, "request_id", "") for p, t, m in published
+            if p == "services" and "/events/" in t]
+    assert rids and len(rids) == len(set(rids))
+
+
+async def test_log_lines_inside_an_episode_name_the_device_and_episode(
+    sim_device: SimDevice, shared_perception: PerceptionActor,
+) -> None:
+    """Nobody passes device= or episode=: the episode binds them into contextvars once."""
+    import io
+    import json
+    import logging
+
+    import structlog
+
+    from runtime.config import LogConfig
+    from runtime.log import configure_logging
+
+    class PublishOnly:
+        async def publish(self, topic: str, msg: Msg, *, qos: int = 1,
+                          retain: bool = False) -> None:
+            pass
+
+    def broken_observer(msg: Msg) -> None:
+        raise RuntimeError("observer bug")  # logged as observer_failed, inside the episode
+
+    out = io.StringIO()
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    configure_logging(LogConfig(format="json", level="info"), stream=out)
+    try:
+        agent = DeviceAgent(PublishOnly(), AdbDevice(sim_device.serial),
+                            settings=fast_settings(completion_check=False),
+                            perception=shared_perception,
+                            policy_for=lambda _i: ScriptedPolicy([]))
+        agent.observers.append(broken_observer)
+        outcome = await agent.run_episode(Instruction(id=uuid.uuid4().hex, text="Stop."))
+    finally:
+        root.handlers[:] = handlers
+        root.setLevel(level)
+        structlog.reset_defaults()
+    lines = [json.loads(line) for line in out.getvalue().splitlines() if line.startswith("{")]
+    failed = [ln for ln in lines if ln["event"] == "observer_failed"]
+    assert failed and all(ln["device"] == sim_device.serial
+                          and ln["episode"] == outcome.episode_id for ln in failed)
+    finished = [ln for ln in lines if ln["event"] == "episode_finished"]
+    assert finished and finished[0]["episode"] == outcome.episode_id
+    assert "device" not in structlog.contextvars.get_contextvars()  # unbound after it

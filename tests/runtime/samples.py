@@ -14,6 +14,7 @@ from protocol.messages import (
     Box,
     Cancel,
     Candidate,
+    Choice,
     DeviceStatus,
     EpisodeFinished,
     EpisodeStarted,
@@ -33,6 +34,7 @@ from protocol.messages import (
     ReflectRequest,
     Steer,
     StepTiming,
+    TextLine,
 )
 from protocol.operations import ClickIcon, ClickText, Swipe
 
@@ -48,13 +50,16 @@ def sample_messages() -> list[Message]:
         Answer(text="the blue one", **IDS),
         Steer(text="use the search box", **IDS),
         Frame(frame_id="f-3", sha256=hashlib.sha256(IMAGE).hexdigest(), width=1080, height=1920,
-              format="png", data=IMAGE, **IDS),
+              format="png", data=IMAGE, app="com.android.settings",
+              lines=[TextLine("Wi-Fi", Box(40, 300, 200, 340))], **IDS),
         GroundRequest(frame_id="f-3", operation=ClickIcon(description="gear", position="top right"), **IDS),
         Grounded(frame_id="f-3", x=540, y=960, box=Box(500, 900, 580, 1020), source="ocr", score=0.93, **IDS),
         Ambiguous(frame_id="f-3", candidates=[Candidate(1, Box(0, 0, 10, 10), "Wi-Fi"),
                                               Candidate(2, Box(0, 20, 10, 30), "Wi-Fi calling")],
                   marked_image=IMAGE[:1000], image_format="jpeg", **IDS),
         NotFound(frame_id="f-3", query="Bluetooth", closest=["Bluetooh", "Blue light"], **IDS),
+        Choice(frame_id="f-3", query="Wi-Fi", index=2, x=540, y=960,
+               box=Box(500, 900, 580, 1020), **IDS),
         Plan(observation="Settings is open", thought="tap Wi-Fi", action="Click text (Wi-Fi)",
              operation=ClickText(text="Wi-Fi"), **IDS),
         ActionDone(operation=Swipe(direction="up"), ok=True, x=None, y=None, detail="", duration_s=0.2, **IDS),

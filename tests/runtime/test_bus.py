@@ -391,3 +391,19 @@ async def test_a_writer_for_an_already_closed_socket_is_not_a_loop_error() -> No
     await anyio.sleep(0.05)
     assert errors == []
     loop.set_exception_handler(None)
+
+
+@pytest.mark.anyio
+async def test_aiomqtt_still_has_the_queue_the_bus_drains() -> None:
+    """runtime.bus.queued_messages reads aiomqtt's private ``_queue`` (measured benefit:
+    see its docstring). When aiomqtt changes, this fails instead of the drain silently
+    turning off."""
+    import asyncio
+
+    import aiomqtt
+
+    from runtime.bus import queued_messages
+
+    queue = queued_messages(aiomqtt.Client("localhost"))
+    assert isinstance(queue, asyncio.Queue), (
+        "aiomqtt.Client has no asyncio.Queue `_queue` any more: update queued_messages")
