@@ -91,7 +91,10 @@ class LLMPolicy:
     def image_view(self) -> tuple[int, int] | None:
         """(max side, JPEG quality) of the screenshots the LLM gets, when its client says:
         capture then encodes that view once, and the client sends it as it is."""
-        settings = getattr(self.llm, "settings", None)
+        # The planner role's own image size when the client has per-role settings.
+        role_config = getattr(self.llm, "role_config", None)
+        settings = role_config("planner") if callable(role_config) else getattr(
+            self.llm, "settings", None)
         side = getattr(settings, "max_image_side", None)
         quality = getattr(settings, "jpeg_quality", None)
         if isinstance(side, int) and isinstance(quality, int):
