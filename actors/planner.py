@@ -61,6 +61,9 @@ class StepContext:
     step: int = 1
     task: str | None = None
     extra: dict[str, str] = field(default_factory=dict)
+    # At most this many re-asks of an unusable reply this step (the episode's remaining
+    # agent.max_unusable_replies); None: the policy's own limit.
+    max_reasks: int | None = None
 
 
 class Policy(Protocol):
@@ -106,9 +109,11 @@ class LLMPolicy:
             instruction=ctx.instruction, screenshot=ctx.screenshot, history=ctx.history,
             ocr_hints=ctx.ocr_hints, feedback=ctx.feedback,
         )
+        reasks = self.max_reasks if ctx.max_reasks is None else min(self.max_reasks,
+                                                                    ctx.max_reasks)
         try:
             parsed = await plan_step(
-                self.llm, inp, keep_screenshots=self.keep_screenshots, max_reasks=self.max_reasks
+                self.llm, inp, keep_screenshots=self.keep_screenshots, max_reasks=reasks
             )
         except UnparsableReply as exc:
             last = exc.replies[-1].text if exc.replies else ""

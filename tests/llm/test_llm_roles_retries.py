@@ -275,3 +275,15 @@ async def test_cost_counts_cached_tokens_at_their_price(
     assert reply.cost_usd == pytest.approx((200 * 2.0 + 800 * 0.5 + 100 * 8.0) / 1e6)
     assert reply.endpoint == f"127.0.0.1:{openai_server.port}"
     assert LLMSettings().prices == {}  # no prices by default: unknown, not guessed
+
+
+def test_watch_shows_the_cost_of_an_llm_call() -> None:
+    from protocol.messages import LlmUsage
+    from recording.events import human_line
+
+    msg = LlmUsage(model="gpt-4o", prompt_tokens=1200, completion_tokens=80, latency_s=1.5,
+                   purpose="plan", cost_usd=0.0038, cached_tokens=1024, device="p1", step=2)
+    line = human_line("mobagent/v1/devices/p1/events/llm_usage", msg)
+    assert "llm plan gpt-4o: 1200+80 tokens (1024 cached), 1.50s, $0.0038" in line
+    old = msgspec.json.decode(b'{"kind": "llm_usage", "model": "m"}', type=LlmUsage)
+    assert (old.cost_usd, old.cached_tokens) == (0.0, 0)  # older senders still decode
