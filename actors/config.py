@@ -44,6 +44,9 @@ class AgentSettings(Section):
     loop_guard: Annotated[int, Meta(ge=2)] = 3  # same action on the same frame N times -> loop
     revisit_guard: Annotated[int, Meta(ge=2)] = 4  # same screen seen N times -> wrong_page
     max_reasks: Annotated[int, Meta(ge=0, le=10)] = 2  # re-asks of an unparsable reply
+    # Unusable replies in a row (re-asks included, across steps) that end the episode.
+    max_unusable_replies: Annotated[int, Meta(ge=1)] = 3
+    max_cost_usd: Annotated[float, Meta(ge=0)] = 0.0  # an episode's LLM spend cap; 0: none
     max_not_complete: Annotated[int, Meta(ge=0)] = 3  # "not complete" answers before giving up
     ocr_hints: bool = False  # OCR lines of the current frame in the planner prompt
     speculative_ocr: bool = True  # read each new frame while the planner waits for the LLM

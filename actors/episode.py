@@ -60,11 +60,11 @@ from actors.actuator import ActionFailed, is_sensitive
 from actors.config import AgentSettings
 from actors.loop_guard import LoopGuard
 from actors.perception import PerceptionActor, candidate_point
-from actors.planner import Policy, StepContext
+from actors.planner import Decision, Policy, StepContext
 from actors.rpc import RequestError, new_request_id
 from actors.services import AgentServices
 from devices.adb import Device, DeviceError
-from models.llm import LLMError, LLMReply
+from models.llm import LLMBadResponse, LLMError, LLMReply
 from models.llm.react import (
     StepRecord,
     incomplete_feedback,
@@ -386,6 +386,8 @@ class _Episode:
         self.executed: list[Operation] = []
         self.step = 0
         self.not_complete = 0
+        self.unusable = 0  # unusable planner replies in a row, re-asks included
+        self.cost_usd = 0.0  # what this episode's LLM calls cost so far
         self.first_capture_s = 0.0
         svc = agent.services
         self.t_ground = svc.perception.serve_timeout_s + REQUEST_MARGIN_S
@@ -401,12 +403,20 @@ class _Episode:
                                        request_id=new_request_id())
 
     async def usage(self, replies: tuple[LLMReply, ...], purpose: str) -> float:
+        """Publish one ``LlmUsage`` per call; past ``agent.max_cost_usd`` the episode ends."""
         total = 0.0
         for r in replies:
             total += r.latency_s
+            cost = r.cost_usd or 0.0
+            self.cost_usd += cost
             await self.send(LlmUsage(model=r.model, prompt_tokens=r.prompt_tokens,
                                      completion_tokens=r.completion_tokens,
-                                     latency_s=r.latency_s, purpose=purpose))
+                                     latency_s=r.latency_s, purpose=purpose,
+                                     cost_usd=cost, cached_tokens=r.cached_tokens))
+        cap = self.s.max_cost_usd
+        if cap > 0 and self.cost_usd >= cap:
+            raise _Finish("failed", f"cost cap of ${cap:g} reached: the LLM calls cost "
+                                    f"${self.cost_usd:.4f}")
         return total
 
     async def reflect(self, verdict: Verdict, reason: str) -> None:
@@ -433,6 +443,8 @@ class _Episode:
             instruction=self.instr.text, screenshot=self.screenshot(before),
             history=tuple(self.history),
             feedback=tuple(feedback), ocr_hints=hints, step=self.step, task=self.instr.task,
+            # The re-asks this step may still make before max_unusable_replies is reached.
+            max_reasks=max(0, self.s.max_unusable_replies - self.unusable - 1),
         )
 
     def record(self, op: Operation, result: str, before: Frame,
@@ -480,7 +492,12 @@ class _Episode:
         ctx = self.context(before, hints)
 
         t = time.perf_counter()
-        decision = await self.policy.decide(ctx)
+        try:
+            decision = await self.policy.decide(ctx)
+        except LLMBadResponse as exc:
+            # A 200 with no usable completion: this step is retried like an unusable reply
+            # (and counted as one); transient HTTP failures were retried by the client.
+            decision = Decision("", "", "", None, parse_error=str(exc))
         phases["llm"] = time.perf_counter() - t
         await self.usage(decision.replies, "plan")
         op = decision.operation
@@ -495,12 +512,20 @@ class _Episode:
                                        total_s=round(total, 4)))
 
         if op is None:
+            self.unusable += max(1, len(decision.replies))
+            if self.unusable >= s.max_unusable_replies:
+                await timing()
+                raise _Finish("failed", f"{self.unusable} unusable replies in a row "
+                                        f"(agent.max_unusable_replies={s.max_unusable_replies}); "
+                                        f"last parse error: {decision.parse_error}; last reply: "
+                                        f"{decision.action[-300:]!r}")
             self.feedback = [f"Your last reply could not be used ({decision.parse_error}); "
                              "nothing was done. Answer in the required format."]
             await self.reflect("unchanged", f"unusable reply, nothing executed: "
                                             f"{decision.parse_error}")
             await timing()
             return before, app_before
+        self.unusable = 0
 
         if isinstance(op, Stop):
             await self.stop(ctx, before, phases)

@@ -61,6 +61,9 @@ class StepContext:
     step: int = 1
     task: str | None = None
     extra: dict[str, str] = field(default_factory=dict)
+    # At most this many re-asks of an unusable reply this step (the episode's remaining
+    # agent.max_unusable_replies); None: the policy's own limit.
+    max_reasks: int | None = None
 
 
 class Policy(Protocol):
@@ -91,7 +94,10 @@ class LLMPolicy:
     def image_view(self) -> tuple[int, int] | None:
         """(max side, JPEG quality) of the screenshots the LLM gets, when its client says:
         capture then encodes that view once, and the client sends it as it is."""
-        settings = getattr(self.llm, "settings", None)
+        # The planner role's own image size when the client has per-role settings.
+        role_config = getattr(self.llm, "role_config", None)
+        settings = role_config("planner") if callable(role_config) else getattr(
+            self.llm, "settings", None)
         side = getattr(settings, "max_image_side", None)
         quality = getattr(settings, "jpeg_quality", None)
         if isinstance(side, int) and isinstance(quality, int):
@@ -103,9 +109,11 @@ class LLMPolicy:
             instruction=ctx.instruction, screenshot=ctx.screenshot, history=ctx.history,
             ocr_hints=ctx.ocr_hints, feedback=ctx.feedback,
         )
+        reasks = self.max_reasks if ctx.max_reasks is None else min(self.max_reasks,
+                                                                    ctx.max_reasks)
         try:
             parsed = await plan_step(
-                self.llm, inp, keep_screenshots=self.keep_screenshots, max_reasks=self.max_reasks
+                self.llm, inp, keep_screenshots=self.keep_screenshots, max_reasks=reasks
             )
         except UnparsableReply as exc:
             last = exc.replies[-1].text if exc.replies else ""

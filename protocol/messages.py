@@ -245,6 +245,8 @@ class LlmUsage(Msg, tag="llm_usage", frozen=True):
     completion_tokens: Annotated[int, msgspec.Meta(ge=0)] = 0
     latency_s: float = 0.0
     purpose: str = ""  # "plan", "choose", "reflect", ...
+    cost_usd: Annotated[float, msgspec.Meta(ge=0)] = 0.0  # 0 also when the model has no price
+    cached_tokens: Annotated[int, msgspec.Meta(ge=0)] = 0  # of prompt_tokens, from a prompt cache
 
 
 class StepTiming(Msg, tag="step_timing", frozen=True):

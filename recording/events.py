@@ -23,6 +23,7 @@ from protocol.messages import (
     Frame,
     Grounded,
     Instruction,
+    LlmUsage,
     Msg,
     NotFound,
     Plan,
@@ -95,6 +96,11 @@ def describe(msg: Msg) -> str:
             return f"action {'done' if ok else 'FAILED'}" + (f": {_short(d)}" if d else "")
         case Reflection(verdict=v, reason=r):
             return f"reflection {v}" + (f": {_short(r)}" if r else "")
+        case LlmUsage(purpose=p, model=m, prompt_tokens=pt, completion_tokens=ct,
+                      latency_s=lat, cost_usd=cost, cached_tokens=cached):
+            cached_note = f" ({cached} cached)" if cached else ""
+            return (f"llm {p or 'call'} {m}: {pt}+{ct} tokens{cached_note}, {lat:.2f}s, "
+                    f"${cost:.4f}")
         case Error(topic=t, reason=r, detail=d):
             return f"ERROR {r} on {t}" + (f": {_short(d)}" if d else "")
     fields = _plain(msg)

@@ -24,8 +24,14 @@ from models.llm.client import (
     ModelPrice,
     RateLimiter,
     Role,
+    RoleConfig,
     RoleModels,
+    Roles,
+    RoleSettings,
     encode_jpeg,
+    is_reasoning_model,
+    parse_duration_s,
+    parse_retry_after_s,
 )
 
 __all__ = [
@@ -34,6 +40,12 @@ __all__ = [
     "API_KEY_ENV",
     "ModelPrice",
     "RoleModels",
+    "RoleSettings",
+    "Roles",
+    "RoleConfig",
+    "is_reasoning_model",
+    "parse_duration_s",
+    "parse_retry_after_s",
     "LLMSettings",
     "LLMError",
     "LLMConfigError",

@@ -10,6 +10,7 @@ import pytest
 from actors.perception import PerceptionActor
 from actors.planner import LLMPolicy
 from devices.adb import AdbDevice
+from models.llm import ModelPrice, Roles, RoleSettings
 from protocol.messages import (
     ActionDone,
     Ambiguous,
@@ -31,7 +32,7 @@ from sim.eval.tasks import get_task
 from sim.phone.system import SystemSettings
 from tests.agent.conftest import SECRET, SimDevice, fast_settings, llm_client, run_episode
 from tests.fixtures.mosquitto import MosquittoBroker
-from tests.fixtures.openai_server import Behaviour, OpenAIServer, planner_reply
+from tests.fixtures.openai_server import Behaviour, OpenAIServer, RecordedRequest, planner_reply
 
 pytestmark = [pytest.mark.anyio, pytest.mark.needs_adb, pytest.mark.needs_mosquitto]
 
@@ -101,7 +102,8 @@ async def test_malformed_replies_are_reasked_and_never_executed(
     )
     async with llm_client(openai_server) as llm:
         run = await run_episode(mosquitto, AdbDevice(sim_device.serial), LLMPolicy(llm),
-                                fast_settings(), shared_perception, "Open the settings.")
+                                fast_settings(max_unusable_replies=4), shared_perception,
+                                "Open the settings.")
     assert run.outcome is not None and run.outcome.status == "succeeded"
     assert run.outcome.operations == (OpenApp("Settings"),)
     assert [a.operation for a in run.of(ActionDone)] == [OpenApp("Settings")]
@@ -244,3 +246,129 @@ async def test_not_found_is_feedback_and_ambiguous_is_one_chooser_call(
     assert (chosen[0].x, chosen[0].y) == amb[0].candidates[0].box.center
     assert not [g for g in run.of(Grounded) if g.step == amb[0].step]
     assert any(u.purpose == "choose" for u in run.of(LlmUsage))
+
+
+async def test_unusable_replies_in_a_row_end_the_episode(
+    sim_device: SimDevice, mosquitto: MosquittoBroker, openai_server: OpenAIServer,
+    shared_perception: PerceptionActor,
+) -> None:
+    sim_device.phone.key(3)
+    openai_server.script(
+        planner_reply("Open app (Settings)"),
+        "I would rather chat.", "Still chatting.", "Action: Frobnicate",
+        planner_reply("Stop"),  # never asked for: the episode ended first
+    )
+    async with llm_client(openai_server) as llm:
+        run = await run_episode(mosquitto, AdbDevice(sim_device.serial),
+                                LLMPolicy(llm, max_reasks=5),
+                                fast_settings(max_unusable_replies=3), shared_perception,
+                                "Open the settings.")
+    assert run.outcome is not None and run.outcome.status == "failed"
+    reason = run.outcome.reason
+    assert "3 unusable replies in a row" in reason and "Frobnicate" in reason
+    assert "last parse error" in reason
+    # max_reasks=5, yet step 2 stopped re-asking at the third unusable reply
+    assert len(openai_server.requests) == 4 and openai_server.pending == 1
+    fin = run.of(EpisodeFinished)
+    assert len(fin) == 1 and fin[0].status == "failed" and "Frobnicate" in fin[0].reason
+    assert run.of(Plan)[-1].parse_error
+
+
+async def test_cost_is_published_and_the_cap_ends_the_episode(
+    sim_device: SimDevice, mosquitto: MosquittoBroker, openai_server: OpenAIServer,
+    shared_perception: PerceptionActor,
+) -> None:
+    sim_device.phone.key(3)
+    priced = dict(prompt_tokens=1000, completion_tokens=100, cached_tokens=200)
+    openai_server.script(
+        Behaviour.reply(planner_reply("Open app (Settings)"), **priced),
+        Behaviour.reply(planner_reply("Click text (Display)"), **priced),
+        Behaviour.reply(planner_reply("Stop"), **priced),
+    )
+    prices = {"plan-m": ModelPrice(prompt_per_mtok=10.0, completion_per_mtok=10.0,
+                                   cached_per_mtok=5.0)}
+    per_call = (800 * 10.0 + 200 * 5.0 + 100 * 10.0) / 1e6  # $0.010
+    async with llm_client(openai_server, prices=prices) as llm:
+        run = await run_episode(mosquitto, AdbDevice(sim_device.serial), LLMPolicy(llm),
+                                fast_settings(max_cost_usd=0.015), shared_perception,
+                                "Open the display settings.")
+    assert run.outcome is not None and run.outcome.status == "failed"
+    assert run.outcome.reason.startswith("cost cap of $0.015 reached")
+    usage = run.of(LlmUsage)
+    assert [u.cost_usd for u in usage] == [pytest.approx(per_call)] * 2
+    assert all(u.cached_tokens == 200 for u in usage)
+    assert len(openai_server.requests) == 2  # no call after the cap
+    assert run.outcome.operations == (OpenApp("Settings"),)
+
+
+async def test_a_stream_of_429s_inside_the_budget_then_success(
+    sim_device: SimDevice, mosquitto: MosquittoBroker, openai_server: OpenAIServer,
+    shared_perception: PerceptionActor,
+) -> None:
+    sim_device.phone.key(3)
+    until = time.monotonic() + 1.5
+    replies = [planner_reply("Open app (Settings)"), planner_reply("Stop"), YES]
+
+    def quota(req: RecordedRequest) -> Behaviour:
+        if time.monotonic() < until:
+            return Behaviour.error(429, "TPM limit", headers={"Retry-After": "0.25"})
+        return Behaviour.reply(replies.pop(0))
+
+    openai_server.policy = quota
+    openai_server.script(Behaviour(hang=True), Behaviour.error(500))  # a timeout and a 500 first
+    async with llm_client(openai_server, timeout_s=0.5, retry_budget_s=5.0,
+                          max_retries=None) as llm:
+        run = await run_episode(mosquitto, AdbDevice(sim_device.serial), LLMPolicy(llm),
+                                fast_settings(), shared_perception, "Open the settings.")
+    assert run.outcome is not None and run.outcome.status == "succeeded", run.outcome
+    assert run.outcome.operations == (OpenApp("Settings"),)
+    assert len(openai_server.requests) > 6 and not replies
+
+
+async def test_429s_past_the_budget_fail_the_episode_naming_the_endpoint(
+    sim_device: SimDevice, mosquitto: MosquittoBroker, openai_server: OpenAIServer,
+    shared_perception: PerceptionActor,
+) -> None:
+    openai_server.policy = lambda req: Behaviour.error(429, "Rate limit reached",
+                                                       headers={"Retry-After": "0.2"})
+    async with llm_client(openai_server, retry_budget_s=0.7, max_retries=None) as llm:
+        run = await run_episode(mosquitto, AdbDevice(sim_device.serial), LLMPolicy(llm),
+                                fast_settings(), shared_perception, "Open the settings.")
+    assert run.outcome is not None and run.outcome.status == "failed"
+    reason = run.outcome.reason
+    assert f"127.0.0.1:{openai_server.port}" in reason and "HTTP 429" in reason
+    assert "Rate limit reached" in reason and "retry budget" in reason
+    assert SECRET not in reason and not run.of(ActionDone)
+
+
+async def test_a_response_without_content_retries_the_step(
+    sim_device: SimDevice, mosquitto: MosquittoBroker, openai_server: OpenAIServer,
+    shared_perception: PerceptionActor,
+) -> None:
+    sim_device.phone.key(3)
+    openai_server.script(Behaviour(text=None), planner_reply("Open app (Settings)"),
+                         planner_reply("Stop"), YES)
+    async with llm_client(openai_server) as llm:
+        run = await run_episode(mosquitto, AdbDevice(sim_device.serial), LLMPolicy(llm),
+                                fast_settings(), shared_perception, "Open the settings.")
+    assert run.outcome is not None and run.outcome.status == "succeeded", run.outcome
+    assert run.of(Plan)[0].operation is None and "no text content" in run.of(Plan)[0].parse_error
+    assert run.outcome.operations == (OpenApp("Settings"),)
+
+
+async def test_the_reflector_goes_to_its_own_server(
+    sim_device: SimDevice, mosquitto: MosquittoBroker, openai_server: OpenAIServer,
+    shared_perception: PerceptionActor,
+) -> None:
+    sim_device.phone.key(3)
+    with OpenAIServer() as judge:
+        openai_server.script(planner_reply("Open app (Settings)"), planner_reply("Stop"))
+        judge.script(YES)
+        roles = Roles(reflector=RoleSettings(base_url=judge.base_url, model="judge-m"))
+        async with llm_client(openai_server, roles=roles) as llm:
+            run = await run_episode(mosquitto, AdbDevice(sim_device.serial), LLMPolicy(llm),
+                                    fast_settings(), shared_perception, "Open the settings.")
+        assert run.outcome is not None and run.outcome.status == "succeeded", run.outcome
+        assert [r.model for r in openai_server.requests] == ["plan-m", "plan-m"]
+        assert [r.model for r in judge.requests] == ["judge-m"]
+        assert judge.requests[0].images()  # the completion check saw the screen

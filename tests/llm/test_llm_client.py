@@ -160,18 +160,21 @@ async def test_a_hang_past_the_timeout_is_a_clear_error(
 ) -> None:
     openai_server.script(Behaviour(hang=True))
     t0 = time.monotonic()
-    async with LLMClient(settings_for(timeout_s=0.5)) as llm:
+    async with LLMClient(settings_for(timeout_s=0.5, retry_on_timeout=False)) as llm:
         with pytest.raises(LLMTimeout, match=r"no answer within 0.5 s"):
             await llm.chat("planner", user("go"))
     assert time.monotonic() - t0 < 4.0  # it did not wait for the (never-coming) answer
-    assert len(openai_server.requests) == 1  # timeouts are not retried by default
+    assert len(openai_server.requests) == 1  # retry_on_timeout=False: not retried
 
 
-async def test_timeouts_can_be_retried(openai_server: OpenAIServer, settings_for: Settings) -> None:
-    openai_server.script(Behaviour(hang=True), "after the hang")
-    async with LLMClient(settings_for(timeout_s=0.5, retry_on_timeout=True)) as llm:
+async def test_timeouts_and_500s_are_retried_by_default(
+    openai_server: OpenAIServer, settings_for: Settings
+) -> None:
+    openai_server.script(Behaviour(hang=True), Behaviour.error(500), Behaviour(hang=True),
+                         "after the hang")
+    async with LLMClient(settings_for(timeout_s=0.5, max_retries=None)) as llm:
         reply = await llm.chat("planner", user("go"))
-    assert reply.text == "after the hang" and reply.attempts == 2
+    assert reply.text == "after the hang" and reply.attempts == 4
 
 
 async def test_malformed_responses_are_bad_response_errors(

@@ -1,0 +1,227 @@
+"""``mobagent llm check``: one call per configured role, to see that each answers and fits.
+
+Each role (planner, chooser, reflector) gets one screenshot of the simulated launcher with
+its own prompt (today's ReAct prompts, ``models/llm/react.py``) through the real client and
+its settings (endpoint, key, model, request parameters, image size). Per role it prints:
+reachable or not (with the error, which names the endpoint and never the key), the model,
+the endpoint, latency, tokens, cost when priced, the reply (truncated), whether it parsed
+and what it mapped to. No re-asks: the point is to see the model's first answer.
+
+Exit codes: 0 every role answered and parsed; 1 one did not; 2 a config error (no key).
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import anyio
+import msgspec
+from PIL import Image, ImageDraw
+
+from actors.config import AgentConfig
+from models.llm import ChatMessage, LLMClient, LLMConfigError, LLMError, Role
+from models.llm.react import (
+    ParseError,
+    PlannerInput,
+    chooser_messages,
+    completion_messages,
+    parse_choice,
+    parse_completion,
+    parse_planner_reply,
+    planner_messages,
+)
+from protocol.operations import format_operation
+from runtime.cli import EXIT_FAIL, EXIT_OK, EXIT_USAGE, config_from_args
+from runtime.config import secret_values
+from runtime.log import configure_logging, redactor
+
+ROLES: tuple[Role, ...] = ("planner", "chooser", "reflector")
+INSTRUCTION = "Open the Settings app."
+
+
+@dataclass(frozen=True)
+class Probe:
+    """One role's prompt and the parser of its reply (the mapping printed as text)."""
+
+    messages: list[ChatMessage]
+    parse: Callable[[str], str]
+
+
+@dataclass
+class RoleResult:
+    role: str
+    model: str
+    endpoint: str
+    reachable: bool
+    latency_s: float = 0.0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float | None = None
+    reply: str = ""
+    parsed: bool = False
+    mapped: str = ""  # what the reply maps to, or why it does not parse
+    error: str = ""
+
+
+def launcher_screen(seed: int = 0) -> tuple[bytes, list[tuple[str, tuple[int, int, int, int]]]]:
+    """A PNG of the simulated phone's launcher and its labelled app icons (label, box)."""
+    from sim.phone import SimPhone  # host may use the simulator; only this command needs it
+    from sim.phone_api import DeviceInfo
+
+    phone = SimPhone(DeviceInfo("llm-check"), seed=seed)
+    phone.clock = lambda: 0.0  # no spinner or toast mid-render
+    img = phone.screenshot().convert("RGB")
+    icons = [(el.text, tuple(el.bbox)) for el in phone.elements()
+             if el.kind == "app_icon" and el.text]
+    buf = io.BytesIO()
+    img.save(buf, format="PNG")
+    return buf.getvalue(), icons  # type: ignore[return-value]
+
+
+def _marked(png: bytes, boxes: Sequence[tuple[int, int, int, int]]) -> bytes:
+    """The screen with numbered boxes, the way perception marks an Ambiguous."""
+    with Image.open(io.BytesIO(png)) as im:
+        img = im.convert("RGB")
+    draw = ImageDraw.Draw(img)
+    for n, (x0, y0, x1, y1) in enumerate(boxes, start=1):
+        draw.rectangle((x0, y0, x1, y1), outline=(255, 0, 0), width=6)
+        draw.rectangle((x0, y0, x0 + 44, y0 + 44), fill=(255, 0, 0))
+        draw.text((x0 + 14, y0 + 10), str(n), fill=(255, 255, 255))
+    buf = io.BytesIO()
+    img.save(buf, format="PNG")
+    return buf.getvalue()
+
+
+def probes(seed: int = 0) -> dict[Role, Probe]:
+    png, icons = launcher_screen(seed)
+
+    def plan(text: str) -> str:
+        return format_operation(parse_planner_reply(text).action)
+
+    # The chooser: "Settings" among two boxed icons, the target second (a guess says less).
+    target = next((i for i in icons if i[0].lower() == "settings"), icons[0] if icons else None)
+    other = next((i for i in icons if i is not target), None)
+    boxed = [b for b in (other, target) if b is not None]
+    labels = list(range(1, len(boxed) + 1))
+
+    def choose(text: str) -> str:
+        label = parse_choice(text, labels)
+        if label is None:
+            return "none of the boxes"
+        name = boxed[label - 1][0]
+        return f"box {label} ({name}){'' if boxed[label - 1] is target else ' - not the target'}"
+
+    def complete(text: str) -> str:
+        v = parse_completion(text)
+        return f"complete: {'yes' if v.complete else 'no'}" + (f" ({v.reason})" if v.reason else "")
+
+    return {
+        "planner": Probe(planner_messages(PlannerInput(instruction=INSTRUCTION, screenshot=png)),
+                         plan),
+        "chooser": Probe(chooser_messages(
+            instruction=INSTRUCTION, target=target[0] if target else "Settings",
+            image=_marked(png, [b[1] for b in boxed]), labels=labels,
+            texts=[b[0] for b in boxed]), choose),
+        "reflector": Probe(completion_messages(instruction=INSTRUCTION, history=(),
+                                               screenshot=png), complete),
+    }
+
+
+async def check_roles(llm: LLMClient, roles: Sequence[Role], *, seed: int = 0,
+                      max_reply: int = 300) -> list[RoleResult]:
+    """Each role once, one after another (so latencies do not queue behind each other)."""
+    plan = await anyio.to_thread.run_sync(probes, seed)
+    out: list[RoleResult] = []
+    for role in roles:
+        rc = llm.role_config(role)
+        res = RoleResult(role=role, model=rc.model, endpoint=rc.endpoint, reachable=False)
+        t0 = time.monotonic()
+        try:
+            reply = await llm.chat(role, plan[role].messages)
+        except LLMError as exc:
+            res.latency_s = time.monotonic() - t0
+            res.error = f"{type(exc).__name__}: {exc}"
+            out.append(res)
+            continue
+        res.reachable = True
+        res.latency_s = reply.latency_s
+        res.prompt_tokens, res.completion_tokens = reply.prompt_tokens, reply.completion_tokens
+        res.cost_usd = reply.cost_usd
+        text = reply.text.strip()
+        res.reply = text if len(text) <= max_reply else text[: max_reply - 1] + "…"
+        try:
+            res.mapped = plan[role].parse(reply.text)
+            res.parsed = True
+        except ParseError as exc:
+            res.mapped = exc.message
+        out.append(res)
+    return out
+
+
+def human(res: RoleResult) -> str:
+    head = f"{res.role:<9} {'reachable' if res.reachable else 'UNREACHABLE'}  model={res.model}"
+    head += f"  endpoint={res.endpoint}  latency={res.latency_s:.2f}s"
+    if not res.reachable:
+        return f"{head}\n  error: {res.error}"
+    cost = f"  cost=${res.cost_usd:.4f}" if res.cost_usd is not None else ""
+    lines = [f"{head}  tokens={res.prompt_tokens}+{res.completion_tokens}{cost}"]
+    lines.append("  reply: " + " | ".join(res.reply.splitlines()))
+    mapped = " | ".join(res.mapped.splitlines())
+    lines.append(f"  parsed: {'yes' if res.parsed else 'NO'} -> {mapped}")
+    return "\n".join(lines)
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    cfg = config_from_args(args, AgentConfig, unknown_sections="ignore")
+    configure_logging(msgspec.structs.replace(cfg.log, level="warning"), secret_values(cfg))
+    roles = [r.strip() for r in args.roles.split(",") if r.strip()]
+    bad = [r for r in roles if r not in ROLES]
+    if bad or not roles:
+        print(f"mobagent llm check: unknown role(s) {bad}; roles are {', '.join(ROLES)}",
+              file=sys.stderr)
+        return EXIT_USAGE
+    # A check should answer in seconds, not sit out a long outage in the retry budget.
+    settings = msgspec.structs.replace(cfg.llm, retry_budget_s=min(cfg.llm.retry_budget_s,
+                                                                   args.budget_s))
+    try:
+        llm = LLMClient(settings)
+    except LLMConfigError as exc:
+        print(f"mobagent llm check: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+
+    async def go() -> list[RoleResult]:
+        async with llm:
+            return await check_roles(llm, roles, seed=args.seed,
+                                     max_reply=args.max_reply)
+
+    results = anyio.run(go)
+    scrub = redactor()
+    for res in results:
+        if args.json:
+            row: dict[str, Any] = asdict(res)
+            print(scrub.text(json.dumps(row, ensure_ascii=False)))
+        else:
+            print(scrub.text(human(res)))
+    return EXIT_OK if all(r.reachable and r.parsed for r in results) else EXIT_FAIL
+
+
+def add_check(llm_sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = llm_sub.add_parser(
+        "check", help="send each configured role one screenshot and show what it answers",
+        description="One call per role with the simulated launcher's screenshot and the "
+                    "role's prompt: reachable, model, latency, tokens, the reply, whether it "
+                    "parsed and what it maps to. Exit 0 when every role answered usably.")
+    p.add_argument("--roles", default=",".join(ROLES), help="comma-separated (default: all)")
+    p.add_argument("--seed", type=int, default=0, help="the simulated phone's seed")
+    p.add_argument("--max-reply", type=int, default=300, help="characters of each reply shown")
+    p.add_argument("--budget-s", type=float, default=20.0,
+                   help="retry budget per call (at most llm.retry_budget_s)")
+    p.add_argument("--json", action="store_true", help="one JSON object per role")
+    p.set_defaults(func=cmd_check)
