@@ -162,11 +162,14 @@ class HostRuntime:
                                                   cfg.limits.handler_timeout_s)
                     if not actor.error_topic:
                         actor.error_topic = topics.host_event(self.host, "error")
-                log.info("host_serving", host=self.host, broker=address.url,
-                         embedded=embedded, protocol=bus.protocol)
-                task_status.started(address.url)
                 try:
-                    await run_actors(bus, actors)
+                    async with anyio.create_task_group() as tg:
+                        # Started only once every inbox is subscribed: an instruction sent
+                        # right after start is not lost.
+                        await tg.start(run_actors, bus, actors)
+                        log.info("host_serving", host=self.host, broker=address.url,
+                                 embedded=embedded, protocol=bus.protocol)
+                        task_status.started(address.url)
                 finally:
                     if event_file is not None:
                         event_file.close()

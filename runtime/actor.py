@@ -18,6 +18,7 @@ import aiomqtt
 import anyio
 import msgspec
 import structlog
+from anyio.abc import TaskStatus
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from runtime.bus import Backoff
@@ -155,12 +156,19 @@ async def supervise(
     backoff: Backoff | None = None,
     healthy_after_s: float = 10.0,
     max_restarts: int | None = None,
+    task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
 ) -> None:
-    """Run ``actor`` until cancelled, restarting it with backoff if its loop crashes."""
+    """Run ``actor`` until cancelled, restarting it with backoff if its loop crashes.
+
+    ``task_status.started`` fires once the actor's first inbox is attached to the router, so
+    nothing routed after that point can miss it.
+    """
     backoff = backoff or Backoff(0.5, 30.0)
     restarts = 0
     while True:
         inbox = router.attach(actor)
+        if restarts == 0:
+            task_status.started()
         started = anyio.current_time()
         try:
             await actor.run(inbox)
@@ -190,15 +198,23 @@ def _root_cause(exc: Exception) -> Exception:
     return exc
 
 
-async def run_actors(bus: BusLike, actors: Sequence[Actor], *, buffer: int = 256) -> None:
-    """Subscribe every actor's inbox on ``bus`` and run them, supervised, until cancelled."""
+async def run_actors(
+    bus: BusLike, actors: Sequence[Actor], *, buffer: int = 256,
+    task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
+) -> None:
+    """Subscribe every actor's inbox on ``bus`` and run them, supervised, until cancelled.
+
+    ``task_status.started`` fires when every subscription is acknowledged and every actor's
+    inbox is attached: a message published after that reaches its actors.
+    """
     router = Router(buffer)
     for f in dict.fromkeys(f for a in actors for f in a.inbox):
         await bus.subscribe(f)
     try:
         async with anyio.create_task_group() as tg:
             for actor in actors:
-                tg.start_soon(supervise, actor, router)
+                await tg.start(supervise, actor, router)
+            task_status.started()
             await router.pump(bus.messages())
             tg.cancel_scope.cancel()  # the bus closed
     finally:

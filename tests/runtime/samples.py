@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+from typing import TypeVar
 
 from protocol.messages import (
     MESSAGE_TYPES,
@@ -40,6 +41,13 @@ from protocol.operations import ClickIcon, ClickText, Swipe
 
 IDS = {"device": "emulator-5554", "episode_id": "ep-1", "step": 3, "correlation_id": "c-9"}
 IMAGE = bytes(range(256)) * 40  # not valid UTF-8, exercises binary transport
+
+M = TypeVar("M", bound=Message)
+
+
+def sample_of(kind: type[M]) -> M:
+    """The sample of one message kind (by type: the list's order changes as kinds are added)."""
+    return next(m for m in sample_messages() if isinstance(m, kind))
 
 
 def sample_messages() -> list[Message]:

@@ -15,13 +15,16 @@ import pytest
 from host.host_runtime import InstructionGate
 from protocol.messages import (
     CODEC,
+    Ambiguous,
     Answer,
     Approve,
     Cancel,
     DeviceStatus,
+    Frame,
     HostStatus,
     Instruction,
     Message,
+    Plan,
     Steer,
     kind_of,
 )
@@ -31,7 +34,7 @@ from runtime.bus import Bus, BusError, parse_broker_url
 from runtime.dedupe import SeenIds
 from tests.fixtures.mosquitto import MosquittoFactory
 from tests.runtime.conftest import FAST, open_broker
-from tests.runtime.samples import sample_messages
+from tests.runtime.samples import sample_messages, sample_of
 
 ROOT = Path(__file__).resolve().parents[2]
 SERIAL = "emulator-5554"
@@ -99,7 +102,7 @@ async def test_bad_payloads_are_rejected_and_reported(broker_kind: str,
             instr_topic = topics.device_instructions(SERIAL)
             await pub.publish_raw(instr_topic, b"\x00garbage")
             await pub.publish_raw(instr_topic, b"{" + b" " * 30_000 + b"}")
-            await pub.publish(instr_topic, sample_messages()[5])  # a Frame on an instruction topic
+            await pub.publish(instr_topic, sample_of(Frame))  # a Frame on an instruction topic
             await pub.publish(instr_topic, Instruction(id="ok", text="fine"))
             with anyio.fail_after(10):
                 _, good = await host.messages().receive()
@@ -235,7 +238,7 @@ async def test_username_password_and_acl(mosquitto_factory: MosquittoFactory) ->
     async with Bus(good, address, codec=CODEC) as bus:
         assert bus.protocol == "5"
         await bus.subscribe(topics.device_events_filter(SERIAL))
-        await bus.publish(topics.device_event(SERIAL, "plan"), sample_messages()[10])
+        await bus.publish(topics.device_event(SERIAL, "plan"), sample_of(Plan))
         with anyio.fail_after(10):
             _, msg = await bus.messages().receive()
         assert kind_of(type(msg)) == "plan"
@@ -286,7 +289,7 @@ async def test_tls_with_a_private_ca(mosquitto_factory: MosquittoFactory) -> Non
     assert address.tls and address.port == broker.port
     cfg = msgspec.structs.replace(FAST, username="agent", password="tls-pw")
     trusted = msgspec.structs.replace(cfg, tls=msgspec.structs.replace(cfg.tls, ca_file=str(broker.ca_file)))
-    sample = sample_messages()[12]
+    sample = sample_of(Ambiguous)
     async with Bus(trusted, address, codec=CODEC) as bus:
         await bus.subscribe(topics.device_events_filter(SERIAL))
         await bus.publish(topics.device_event(SERIAL, sample), sample)
@@ -355,7 +358,7 @@ async def test_a_clean_session_resubscribes_after_a_broker_restart(
         # SIGKILL: nothing of the session survives; only our resubscription can bring it back.
         await anyio.to_thread.run_sync(lambda: broker.restart(signal.SIGKILL))
         async with Bus(FAST, address, persistent=False, codec=CODEC) as pub:
-            plan = sample_messages()[10]
+            plan = sample_of(Plan)
             with anyio.fail_after(15):
                 while True:  # until the subscriber is back and subscribed
                     await pub.publish(topic, plan)

@@ -20,7 +20,7 @@ from protocol.messages import (
     is_rejection,
     kind_of,
 )
-from tests.runtime.samples import sample_messages
+from tests.runtime.samples import sample_messages, sample_of
 
 
 @pytest.mark.parametrize("msg", sample_messages(), ids=lambda m: kind_of(type(m)))
@@ -39,7 +39,7 @@ def test_every_message_round_trips(msg: msgspec.Struct) -> None:
 def test_decoding_accepts_either_encoding() -> None:
     instr = Instruction(id="x", text="hello")
     assert decode(msgspec.msgpack.encode(instr)) == instr
-    frame = sample_messages()[5]
+    frame = sample_of(Frame)
     assert isinstance(frame, Frame) and is_binary(frame)
     assert decode(msgspec.json.encode(frame)) == frame
     assert decode(b"  \n" + encode(instr)) == instr
@@ -81,7 +81,7 @@ def test_oversized_payload_is_rejected_before_parsing() -> None:
 
 
 def test_unexpected_kind_for_a_topic_is_rejected_with_ids_kept() -> None:
-    frame = sample_messages()[5]
+    frame = sample_of(Frame)
     err = decode_payload("t", encode(frame), expected=(Instruction,))
     assert isinstance(err, Error) and err.reason == "rejected: unexpected kind"
     assert "frame" in err.detail and "instruction" in err.detail
