@@ -190,3 +190,47 @@ def degenerate(text: str) -> str | None:
         if top / len(words) > 0.6:
             return "the reply repeats the same word over and over"
     return None
+
+
+def json_objects(text: str) -> list[dict[str, object]]:
+    """Every top-level JSON object in ``text`` that decodes, in order (prose around them,
+    code fences and tags are skipped)."""
+    import msgspec  # local: only the JSON-speaking families need it
+
+    decoder = msgspec.json.Decoder()
+    out: list[dict[str, object]] = []
+    pos = 0
+    while True:
+        start = text.find("{", pos)
+        if start < 0:
+            return out
+        depth, end, quote, esc = 0, -1, False, False
+        for k in range(start, len(text)):
+            c = text[k]
+            if quote:
+                if esc:
+                    esc = False
+                elif c == "\\":
+                    esc = True
+                elif c == '"':
+                    quote = False
+            elif c == '"':
+                quote = True
+            elif c == "{":
+                depth += 1
+            elif c == "}":
+                depth -= 1
+                if depth == 0:
+                    end = k + 1
+                    break
+        if end < 0:
+            pos = start + 1
+            continue
+        try:
+            obj = decoder.decode(text[start:end])
+        except msgspec.DecodeError:
+            pos = start + 1
+            continue
+        if isinstance(obj, dict):
+            out.append(obj)
+        pos = end
