@@ -112,7 +112,7 @@ def operation_from_call(name: str, args: Mapping[str, Any]) -> Operation:
             d = str(args.get("direction", "")).strip().lower()
             if d not in DIRECTIONS:
                 raise ParseError(f"swipe needs a direction ({'/'.join(DIRECTIONS)}) or x1, y1, x2, y2")
-            op = Swipe(d)  # type: ignore[arg-type]  # checked against DIRECTIONS above
+            op = Swipe(d)  # type: ignore[arg-type,unused-ignore]  # checked against DIRECTIONS
     elif op_name == "scroll_up":
         op = PageUp()
     elif op_name == "scroll_down":

@@ -35,7 +35,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 import msgspec
 
@@ -365,10 +365,10 @@ def _json_action(text: str) -> tuple[Operation, str] | None:
         if not isinstance(obj, dict) or not isinstance(obj.get("action"), str):
             continue
         name = obj["action"].strip()
-        args = obj
-        for k in ("args", "arguments", "params", "parameters"):
-            if isinstance(obj.get(k), dict):
-                args = obj[k]
+        args: dict[str, Any] = obj
+        for key in ("args", "arguments", "params", "parameters"):
+            if isinstance(obj.get(key), dict):
+                args = obj[key]
         try:
             op = parse_operation(name)  # a whole operation as text
         except ParseError:

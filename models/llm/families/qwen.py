@@ -57,7 +57,7 @@ For each function call, return a json object with function name and arguments wi
 {"name": <function-name>, "arguments": <args-json-object>}
 </tool_call>"""
 
-_SCROLL = {"up": PageDown(), "down": PageUp(), "left": Swipe("left"), "right": Swipe("right")}
+_SCROLL: dict[str, Operation] = {"up": PageDown(), "down": PageUp(), "left": Swipe("left"), "right": Swipe("right")}
 
 
 def _coord(args: Mapping[str, Any], key: str, action: str) -> tuple[int, int]:

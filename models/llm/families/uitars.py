@@ -70,13 +70,13 @@ finished(content='') # the task is done
 """
 
 _NAMES = (
-    "click", "left_single", "tap", "long_press", "type", "scroll", "drag", "swipe",
+    "click", "left_single", "long_press", "type", "scroll", "drag", "swipe",
     "open_app", "press_home", "press_back", "press_enter", "hotkey", "wait", "finished",
     "call_user",
 )
 _SYNTAX = "click(start_box='(x,y)')"
 # Where the content ends up: UI-TARS' "scroll down" shows more of what is below.
-_SCROLL = {"down": PageDown(), "up": PageUp(), "left": Swipe("right"), "right": Swipe("left")}
+_SCROLL: dict[str, Operation] = {"down": PageDown(), "up": PageUp(), "left": Swipe("right"), "right": Swipe("left")}
 
 
 def _pt(call: Call, *keys: str) -> tuple[float, float]:
@@ -95,7 +95,7 @@ def _point_op(op: type[TapPoint] | type[LongPressPoint], xy: tuple[float, float]
 
 def call_to_operation(call: Call) -> Operation:
     n = call.name
-    if n in ("click", "left_single", "tap"):
+    if n in ("click", "left_single"):
         return _point_op(TapPoint, _pt(call, "start_box", "point", "start_point"))
     if n == "long_press":
         return _point_op(LongPressPoint, _pt(call, "start_box", "point", "start_point"))
