@@ -595,7 +595,8 @@ class _Episode:
     async def ground(self, op: Operation, ctx: StepContext, before: Frame,
                      phases: dict[str, float]) -> tuple[int, int] | None:
         a = self.a
-        req = self.request(GroundRequest(frame_id=before.frame_id, operation=op))
+        req = self.request(GroundRequest(frame_id=before.frame_id, operation=op,
+                                         snap_radius_px=self.s.snap_radius_px))
         ans = await a.call(req, (Grounded, Ambiguous, NotFound), self.t_ground)
         if isinstance(ans, Grounded):
             return ans.x, ans.y

@@ -118,7 +118,8 @@ Operation = (
 )
 
 # Operations whose target perception must turn into a point.
-GROUNDED_OPS: tuple[type[_Op], ...] = (ClickText, ClickIcon, LongPress)
+# A model's point (TapPoint, LongPressPoint) is checked and possibly snapped to an element.
+GROUNDED_OPS: tuple[type[_Op], ...] = (ClickText, ClickIcon, LongPress, TapPoint, LongPressPoint)
 
 
 def format_operation(op: Operation) -> str:
