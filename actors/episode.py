@@ -430,6 +430,7 @@ class _Episode:
             instruction=self.instr.text, screenshot=self.screenshot(before),
             history=tuple(self.history),
             feedback=tuple(feedback), ocr_hints=hints, step=self.step, task=self.instr.task,
+            screen=(int(before.width), int(before.height)),
         )
 
     def record(self, op: Operation, result: str, before: Frame,

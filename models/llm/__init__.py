@@ -24,6 +24,7 @@ from models.llm.client import (
     ModelPrice,
     RateLimiter,
     Role,
+    RoleFamilies,
     RoleModels,
     encode_jpeg,
 )
@@ -34,6 +35,7 @@ __all__ = [
     "API_KEY_ENV",
     "ModelPrice",
     "RoleModels",
+    "RoleFamilies",
     "LLMSettings",
     "LLMError",
     "LLMConfigError",

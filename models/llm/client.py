@@ -26,7 +26,7 @@ import os
 import random
 import time
 from collections import OrderedDict, deque
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from types import TracebackType
 from typing import Annotated, Any, Literal, Protocol
@@ -72,6 +72,16 @@ class RoleModels(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     reflector: str = "gpt-4o"
 
 
+class RoleFamilies(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """The model family (``models.llm.families``: react, tools, json, uitars, qwen, autoglm,
+    or auto from the model name) each role speaks. Today only the planner's prompt depends
+    on it; the chooser and the completion check keep their own short formats."""
+
+    planner: str = "react"
+    chooser: str = "react"
+    reflector: str = "react"
+
+
 def _default_prices() -> dict[str, ModelPrice]:
     # Public list prices as of 2024-08; the config's table replaces this one.
     return {
@@ -90,6 +100,7 @@ class LLMSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
     base_url: str = "https://api.openai.com/v1"
     api_key: str | None = None
     models: RoleModels = msgspec.field(default_factory=RoleModels)
+    family: RoleFamilies = msgspec.field(default_factory=RoleFamilies)
     max_image_side: Annotated[int, Meta(ge=32)] = 1024
     jpeg_quality: Annotated[int, Meta(ge=1, le=95)] = 85
     detail: Detail | None = None
@@ -230,12 +241,17 @@ class LLMReply(msgspec.Struct, frozen=True, kw_only=True):
     queued_s: float  # of which waiting for a rate-limit slot
     attempts: int
     finish_reason: str | None = None
+    # (function name, JSON arguments) of each ``tool_calls`` entry, for the tools family
+    tool_calls: tuple[tuple[str, str], ...] = ()
 
 
 class ChatModel(Protocol):
     """What prompt code needs from an LLM; ``LLMClient`` is the real one."""
 
-    async def chat(self, role: Role, messages: Sequence[ChatMessage]) -> LLMReply: ...
+    async def chat(
+        self, role: Role, messages: Sequence[ChatMessage], *,
+        options: Mapping[str, Any] | None = None,
+    ) -> LLMReply: ...
 
 
 # ---------------------------------------------------------------------------- rate limit
@@ -465,8 +481,13 @@ class LLMClient:
             delay = max(delay, retry_after)
         return min(delay, s.backoff_max_s)
 
-    async def chat(self, role: Role, messages: Sequence[ChatMessage]) -> LLMReply:
-        """One chat completion for ``role``; raises ``LLMError`` subclasses only."""
+    async def chat(
+        self, role: Role, messages: Sequence[ChatMessage], *,
+        options: Mapping[str, Any] | None = None,
+    ) -> LLMReply:
+        """One chat completion for ``role``; raises ``LLMError`` subclasses only. ``options``:
+        extra request parameters a model family needs (``tools``, ``tool_choice``,
+        ``response_format``), sent as given."""
         if not messages:
             raise LLMInputError("no messages to send")
         s = self.settings
@@ -477,6 +498,8 @@ class LLMClient:
             params["max_tokens"] = s.max_tokens
         if s.temperature is not None:
             params["temperature"] = s.temperature
+        if options:
+            params.update(options)
 
         t0 = time.monotonic()
         queued = 0.0
@@ -555,6 +578,13 @@ class LLMClient:
             raise LLMBadResponse(f"{role} ({model}): the response has no choices")
         message = getattr(choices[0], "message", None)
         text = getattr(message, "content", None)
+        tool_calls = tuple(
+            (str(getattr(c.function, "name", "")), str(getattr(c.function, "arguments", "") or ""))
+            for c in (getattr(message, "tool_calls", None) or ())
+            if getattr(c, "function", None) is not None
+        )
+        if text is None and tool_calls:  # a function call and no text: the tools family
+            text = ""
         if not isinstance(text, str):
             refusal = getattr(message, "refusal", None)
             why = f"refused: {refusal}" if refusal else "no text content"
@@ -574,6 +604,7 @@ class LLMClient:
             queued_s=queued,
             attempts=attempts,
             finish_reason=getattr(choices[0], "finish_reason", None),
+            tool_calls=tool_calls,
         )
         log.debug(
             "llm_call", role=role, model=model, prompt_tokens=prompt_tokens,

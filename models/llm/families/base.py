@@ -76,6 +76,12 @@ def smart_resize(
     return h, w
 
 
+def image_size(image: bytes) -> tuple[int, int]:
+    """(width, height) of an encoded image; reads only its header."""
+    with Image.open(io.BytesIO(image)) as im:
+        return im.size
+
+
 def resize_png(image: bytes, size: tuple[int, int]) -> bytes:
     """``image`` (any format PIL reads) at ``size`` (w, h), as PNG; unchanged when it is
     that size already."""
@@ -100,6 +106,7 @@ class FamilyReply(msgspec.Struct, frozen=True):
     thought: str = ""
     action_text: str = ""  # the action as the model wrote it
     summary: str = ""
+    observation: str = ""
 
 
 class Family(Protocol):
@@ -109,7 +116,9 @@ class Family(Protocol):
         """The image size this family sends for a screen this size, and its convention."""
         ...
 
-    def planner_messages(self, inp: PlannerInput, geom: Geometry) -> list[ChatMessage]: ...
+    def planner_messages(
+        self, inp: PlannerInput, geom: Geometry, *, keep_screenshots: int = 1
+    ) -> list[ChatMessage]: ...
 
     def request_options(self) -> dict[str, Any]:
         """Extra chat-completion parameters (``tools``, ``tool_choice``, ``response_format``)."""
@@ -142,9 +151,14 @@ class FamilyBase:
     def geometry(self, screen_w: int, screen_h: int) -> Geometry:
         return Geometry(screen_w, screen_h, screen_w, screen_h, "image")
 
-    def planner_messages(self, inp: PlannerInput, geom: Geometry) -> list[ChatMessage]:
+    def planner_messages(
+        self, inp: PlannerInput, geom: Geometry, *, keep_screenshots: int = 1
+    ) -> list[ChatMessage]:
+        # The image at the size this family's coordinates refer to. (The client may still
+        # downscale past llm.max_image_side: set that at least as large as this image.)
         shot = resize_png(inp.screenshot, (geom.image_w, geom.image_h))
-        msgs = planner_messages(msgspec.structs.replace(inp, screenshot=shot))
+        msgs = planner_messages(msgspec.structs.replace(inp, screenshot=shot),
+                                keep_screenshots=keep_screenshots)
         system = self.system_prompt.replace("{width}", str(geom.image_w)).replace(
             "{height}", str(geom.image_h)
         )

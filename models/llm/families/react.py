@@ -32,11 +32,13 @@ class ReactFamily(FamilyBase):
         f = side / max(screen_w, screen_h)
         return Geometry(screen_w, screen_h, round(screen_w * f), round(screen_h * f))
 
-    def planner_messages(self, inp: PlannerInput, geom: Geometry) -> list[ChatMessage]:
-        return planner_messages(inp)  # today's prompt, byte for byte
+    def planner_messages(
+        self, inp: PlannerInput, geom: Geometry, *, keep_screenshots: int = 1
+    ) -> list[ChatMessage]:
+        return planner_messages(inp, keep_screenshots=keep_screenshots)  # today's prompt
 
     def parse_model(self, text: str, tool_calls: Sequence[ToolCall]) -> FamilyReply:
         if not text.strip():
             raise ParseError("the reply is empty: answer in the Observation/Thought/Action format")
         r = parse_planner_reply(text)
-        return FamilyReply(r.action, r.thought, r.action_text, r.summary)
+        return FamilyReply(r.action, r.thought, r.action_text, r.summary, r.observation)
