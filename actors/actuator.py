@@ -33,19 +33,23 @@ from actors.rpc import (
     ServiceActor,
     new_request_id,
 )
-from devices.adb import KEY_BACK, KEY_HOME, Device, DeviceError
+from devices.adb import KEY_BACK, KEY_ENTER, KEY_HOME, Device, DeviceError
 from protocol.messages import ActionDone, ActRequest, Frame, FrameRequest, Msg
 from protocol.operations import (
     Back,
     ClickIcon,
     ClickText,
+    Enter,
     Exit,
     LongPress,
+    LongPressPoint,
     OpenApp,
     Operation,
     PageDown,
     PageUp,
     Swipe,
+    SwipePoints,
+    TapPoint,
     TypeText,
     Wait,
     format_operation,
@@ -123,9 +127,25 @@ class ActuatorActor:
                     raise ActionFailed("no grounded point to press")
                 await d.long_press(*point, 800)
                 return ActResult(f"long press {point[0]},{point[1]}", *point)
-            case TypeText(text=text):
+            case TapPoint(x=x, y=y):  # the grounded (maybe snapped) point, else the model's
+                px, py = point or (x, y)
+                await d.tap(px, py)
+                return ActResult(f"tap {px},{py}", px, py)
+            case LongPressPoint(x=x, y=y):  # `input swipe x y x y 800`: a press in place
+                px, py = point or (x, y)
+                await d.long_press(px, py, 800)
+                return ActResult(f"long press {px},{py}", px, py)
+            case SwipePoints(x1=x1, y1=y1, x2=x2, y2=y2):
+                await d.swipe(x1, y1, x2, y2, 300)
+                return ActResult(f"swipe {x1},{y1} -> {x2},{y2}")
+            case Enter():
+                await d.key(KEY_ENTER)
+                return ActResult("key ENTER")
+            case TypeText(text=text, submit=submit):
                 await d.type_text(text)
-                return ActResult(f"typed {len(text)} characters")
+                if submit:
+                    await d.key(KEY_ENTER)
+                return ActResult(f"typed {len(text)} characters" + (", then ENTER" if submit else ""))
             case PageDown():  # see what is below: drag the content up
                 await d.swipe(w // 2, int(h * 0.7), w // 2, int(h * 0.3), 300)
                 return ActResult("swipe up (page down)")

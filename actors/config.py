@@ -64,6 +64,8 @@ class AgentSettings(Section):
     packages: dict[str, str] = msgspec.field(default_factory=lambda: dict(DEFAULT_PACKAGES))
     launcher_pages: Annotated[int, Meta(ge=1)] = 4  # pages swiped looking for an app label
     perception_workers: Annotated[int, Meta(ge=1, le=64)] = 1  # frames grounded at once, per host
+    # A model's point within this many pixels of exactly one OCR line/icon snaps to its centre.
+    snap_radius_px: Annotated[int, Meta(ge=0, le=500)] = 24
 
 
 class DeviceSettings(Section):

@@ -445,6 +445,7 @@ class _Episode:
             feedback=tuple(feedback), ocr_hints=hints, step=self.step, task=self.instr.task,
             # The re-asks this step may still make before max_unusable_replies is reached.
             max_reasks=max(0, self.s.max_unusable_replies - self.unusable - 1),
+            screen=(int(before.width), int(before.height)),
         )
 
     def record(self, op: Operation, result: str, before: Frame,
@@ -624,7 +625,8 @@ class _Episode:
     async def ground(self, op: Operation, ctx: StepContext, before: Frame,
                      phases: dict[str, float]) -> tuple[int, int] | None:
         a = self.a
-        req = self.request(GroundRequest(frame_id=before.frame_id, operation=op))
+        req = self.request(GroundRequest(frame_id=before.frame_id, operation=op,
+                                         snap_radius_px=self.s.snap_radius_px))
         ans = await a.call(req, (Grounded, Ambiguous, NotFound), self.t_ground)
         if isinstance(ans, Grounded):
             return ans.x, ans.y

@@ -39,7 +39,14 @@ from protocol.messages import (
     NotFound,
     TextLine,
 )
-from protocol.operations import ClickIcon, ClickText, LongPress, Operation
+from protocol.operations import (
+    ClickIcon,
+    ClickText,
+    LongPress,
+    LongPressPoint,
+    Operation,
+    TapPoint,
+)
 from runtime import topics
 from runtime.actor import Publisher
 
@@ -89,7 +96,7 @@ class PerceptionActor:
         op = req.operation
         t0 = time.perf_counter()
         async with self._slots:
-            result = await self._ground(op, captured, req.device)
+            result = await self._ground(op, captured, req.device, req.snap_radius_px)
         log.debug("grounded", op=type(op).__name__, s=round(time.perf_counter() - t0, 3))
         fid = captured.frame_id
         answer = self._answer(result, fid)
@@ -110,7 +117,8 @@ class PerceptionActor:
                                       crop=c.crop_png) for c in result.candidates])
         return NotFound(frame_id=fid, query=result.query, closest=list(result.closest))
 
-    async def _ground(self, op: Operation, captured: Captured, device: str) -> GroundResult:
+    async def _ground(self, op: Operation, captured: Captured, device: str,
+                      radius: float = 24) -> GroundResult:
         p = self.perception
         sha = captured.frame.sha256
         if isinstance(op, ClickText | LongPress):
@@ -119,6 +127,9 @@ class PerceptionActor:
         if isinstance(op, ClickIcon):
             return await p.aground_icon(captured.rgb, op.description, position=op.position,
                                         frame_id=sha, timeout_s=self.timeout_s)
+        if isinstance(op, TapPoint | LongPressPoint):
+            return await p.aground_point(captured.rgb, (op.x, op.y), radius=radius, frame_id=sha,
+                                         device=device or None, timeout_s=self.timeout_s)
         raise ValueError(f"{type(op).__name__} has no target to ground")
 
 

@@ -15,6 +15,9 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from models.llm import ChatModel, LLMReply
+from models.llm.families import Family, get_family
+from models.llm.families.base import image_size
+from models.llm.families.planning import plan_step_family
 from models.llm.react import (
     PlannerInput,
     StepRecord,
@@ -64,6 +67,9 @@ class StepContext:
     # At most this many re-asks of an unusable reply this step (the episode's remaining
     # agent.max_unusable_replies); None: the policy's own limit.
     max_reasks: int | None = None
+    # The device screen (width, height): a coordinate family's points are mapped to it.
+    # None: the screenshot's own size.
+    screen: tuple[int, int] | None = None
 
 
 class Policy(Protocol):
@@ -85,10 +91,22 @@ class LLMPolicy:
 
     name = "llm"
 
-    def __init__(self, llm: ChatModel, *, keep_screenshots: int = 1, max_reasks: int = 2) -> None:
+    def __init__(self, llm: ChatModel, *, keep_screenshots: int = 1, max_reasks: int = 2,
+                 family: Family | None = None) -> None:
         self.llm = llm
         self.keep_screenshots = keep_screenshots
         self.max_reasks = max_reasks
+        # The planner's family: given, else llm.family.planner of the client's settings
+        # (``auto``: from the planner's model name), else react.
+        self.family = family if family is not None else self._configured_family()
+
+    def _configured_family(self) -> Family:
+        settings = getattr(self.llm, "settings", None)
+        fam = getattr(getattr(settings, "family", None), "planner", "react")
+        model_for = getattr(settings, "model_for", None)
+        model = model_for("planner") if callable(model_for) else ""
+        side = getattr(settings, "max_image_side", None)
+        return get_family(str(fam), str(model), max_image_side=side if isinstance(side, int) else None)
 
     @property
     def image_view(self) -> tuple[int, int] | None:
@@ -112,9 +130,16 @@ class LLMPolicy:
         reasks = self.max_reasks if ctx.max_reasks is None else min(self.max_reasks,
                                                                     ctx.max_reasks)
         try:
-            parsed = await plan_step(
-                self.llm, inp, keep_screenshots=self.keep_screenshots, max_reasks=reasks
-            )
+            if self.family.name == "react" and ctx.screen is None:
+                parsed = await plan_step(
+                    self.llm, inp, keep_screenshots=self.keep_screenshots,
+                    max_reasks=reasks,
+                )
+            else:
+                parsed = await plan_step_family(
+                    self.llm, self.family, inp, screen=ctx.screen or image_size(ctx.screenshot),
+                    keep_screenshots=self.keep_screenshots, max_reasks=reasks,
+                )
         except UnparsableReply as exc:
             last = exc.replies[-1].text if exc.replies else ""
             return Decision("", "", last.strip()[-300:], None, parse_error=exc.errors[-1],

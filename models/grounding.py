@@ -532,6 +532,49 @@ def _contains(box: Box, point: Point) -> bool:
     return box[0] <= point[0] <= box[2] and box[1] <= point[1] <= box[3]
 
 
+def _gap(box: Box, point: Point) -> float:
+    """Distance from ``point`` to ``box`` (0 inside it)."""
+    dx = max(box[0] - point[0], 0.0, point[0] - box[2])
+    dy = max(box[1] - point[1], 0.0, point[1] - box[3])
+    return float((dx * dx + dy * dy) ** 0.5)
+
+
+class Snap(msgspec.Struct, frozen=True):
+    point: Point
+    box: Box  # the element it is in or snapped to; the point itself when none
+    source: str  # "ocr" | "icon" (inside one, kept) | "snapped" | "model" (used as given)
+
+
+def snap_point(point: Point, ocr_boxes: Sequence[Box], icon_boxes: Sequence[Box],
+               radius: float) -> Snap:
+    """Hybrid grounding of a model's point against what perception sees.
+
+    Inside an OCR line or an icon box, the point is kept (the model aimed at that element,
+    and where inside it is its business). Otherwise, when exactly one element lies within
+    ``radius`` pixels, the point snaps to that element's centre: a model's point is often a
+    few pixels off a small target, and a miss on a phone does nothing or worse. With none or
+    several elements that near, the point is used as given: guessing between two would be
+    perception overriding the model without evidence."""
+    x, y = point
+    here: Box = (float(x), float(y), float(x), float(y))
+    for boxes, source in ((ocr_boxes, "ocr"), (icon_boxes, "icon")):
+        for b in boxes:
+            if _contains(b, point):
+                return Snap(point, b, source)
+    near: list[Box] = []
+    for b in (*ocr_boxes, *icon_boxes):
+        # The detector also proposes text regions and nested boxes: a box that holds the
+        # centre of one already counted (or whose centre it holds) is the same element.
+        if _gap(b, point) <= radius and not any(
+            _contains(k, box_center(b)) or _contains(b, box_center(k)) for k in near
+        ):
+            near.append(b)
+    if len(near) == 1:
+        c = box_center(near[0])
+        return Snap(c, near[0], "snapped")
+    return Snap(point, here, "model")
+
+
 # -- the facade ------------------------------------------------------------------------------
 
 T = TypeVar("T")
@@ -660,6 +703,27 @@ class Perception:
                            limiter: anyio.CapacityLimiter | None = None) -> GroundResult:
         return await self._off_loop(lambda: self.ground_text(
             image, text, position=position, frame_id=frame_id, device=device), timeout_s, limiter)
+
+    def ground_point(self, image: ImageInput, point: Point, *, radius: float,
+                     frame_id: str | None = None, device: str | None = None) -> Grounded:
+        """A model's point checked against the frame's OCR lines and icon boxes
+        (``snap_point``); ``method`` says what happened. Icons are only detected when no
+        text line holds the point, since detection costs more than the cached OCR."""
+        bgr = to_bgr(image)
+        key = frame_id or frame_hash(bgr)
+        lines = [ln.box for ln in self._read_text(bgr, key, device).lines]
+        snap = snap_point(point, lines, [], 0)
+        if snap.source == "model":
+            icons = [p.box for p in self._proposals_for(bgr, key)]
+            snap = snap_point(point, lines, icons, radius)
+        return Grounded("", snap.point, snap.box, "", 1.0, snap.source)
+
+    async def aground_point(self, image: ImageInput, point: Point, *, radius: float,
+                            frame_id: str | None = None, device: str | None = None,
+                            timeout_s: float | None = None,
+                            limiter: anyio.CapacityLimiter | None = None) -> Grounded:
+        return await self._off_loop(lambda: self.ground_point(
+            image, point, radius=radius, frame_id=frame_id, device=device), timeout_s, limiter)
 
     async def aground_icon(self, image: ImageInput, description: str, *,
                            position: str | None = None, frame_id: str | None = None,

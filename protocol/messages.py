@@ -137,6 +137,8 @@ class GroundRequest(Msg, tag="ground_request", frozen=True):
     frame_id: NonEmpty
     operation: Operation
     request_id: str = ""  # matched by the answer (Grounded | Ambiguous | NotFound)
+    # For a point operation: snap to the one element this near (agent.snap_radius_px).
+    snap_radius_px: int = 24
 
 
 class Grounded(Msg, tag="grounded", frozen=True):
@@ -144,7 +146,9 @@ class Grounded(Msg, tag="grounded", frozen=True):
     x: Coord
     y: Coord
     box: Box
-    source: str = ""  # how: "exact", "word", "fuzzy", "icon" or "chooser"
+    # how: "exact", "word", "fuzzy", "icon" or "chooser" for a named target; for a model's
+    # point "ocr"/"icon" (inside one, kept), "snapped" (to the one element near) or "model"
+    source: str = ""
     score: float = 1.0
     request_id: str = ""  # the request this answers ("" when none)
 

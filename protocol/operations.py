@@ -2,8 +2,10 @@
 
 The planner's LLM answers with one of these in text form (``Click text (Save)``); the
 parser in ``models/llm/react.py`` turns text into these Structs, and ``format_operation``
-turns them back into the canonical text. Nothing here knows about coordinates: perception
-grounds ``ClickText``/``ClickIcon``/``LongPress`` into points.
+turns them back into the canonical text. ``ClickText``/``ClickIcon``/``LongPress`` name a
+target that perception grounds into a point; ``TapPoint``/``LongPressPoint``/``SwipePoints``
+carry device pixels already (the coordinate model families produce them, after mapping the
+model's coordinate space to the screen), and perception only checks/snaps them.
 """
 
 from __future__ import annotations
@@ -45,8 +47,37 @@ class LongPress(_Op, tag="long_press", frozen=True):
     text: str
 
 
+class TapPoint(_Op, tag="tap_point", frozen=True):
+    """Tap at a point in device pixels."""
+
+    x: int
+    y: int
+
+
+class LongPressPoint(_Op, tag="long_press_point", frozen=True):
+    """Touch and hold a point in device pixels."""
+
+    x: int
+    y: int
+
+
+class SwipePoints(_Op, tag="swipe_points", frozen=True):
+    """Drag a finger from (x1, y1) to (x2, y2), device pixels."""
+
+    x1: int
+    y1: int
+    x2: int
+    y2: int
+
+
 class TypeText(_Op, tag="type", frozen=True):
     text: str
+    # Press Enter after typing: UI-TARS ends ``type(content=...)`` with "\n" to submit.
+    submit: bool = False
+
+
+class Enter(_Op, tag="enter", frozen=True):
+    """The Enter key (submit a search, send a message)."""
 
 
 class PageUp(_Op, tag="page_up", frozen=True):
@@ -83,11 +114,12 @@ class Stop(_Op, tag="stop", frozen=True):
 
 Operation = (
     OpenApp | ClickText | ClickIcon | LongPress | TypeText | PageUp | PageDown | Swipe
-    | Back | Exit | Wait | Ask | Stop
+    | Back | Exit | Wait | Ask | Stop | TapPoint | LongPressPoint | SwipePoints | Enter
 )
 
 # Operations whose target perception must turn into a point.
-GROUNDED_OPS: tuple[type[_Op], ...] = (ClickText, ClickIcon, LongPress)
+# A model's point (TapPoint, LongPressPoint) is checked and possibly snapped to an element.
+GROUNDED_OPS: tuple[type[_Op], ...] = (ClickText, ClickIcon, LongPress, TapPoint, LongPressPoint)
 
 
 def format_operation(op: Operation) -> str:
@@ -101,8 +133,16 @@ def format_operation(op: Operation) -> str:
             return f"Click icon ({d}, {p})"
         case LongPress(text=text):
             return f"Long press ({text})"
-        case TypeText(text=text):
-            return f"Type ({text})"
+        case TypeText(text=text, submit=submit):
+            return f"Type ({text})" + (" + Enter" if submit else "")
+        case TapPoint(x=x, y=y):
+            return f"Tap ({x}, {y})"
+        case LongPressPoint(x=x, y=y):
+            return f"Long press ({x}, {y})"
+        case SwipePoints(x1=x1, y1=y1, x2=x2, y2=y2):
+            return f"Swipe ({x1}, {y1}, {x2}, {y2})"
+        case Enter():
+            return "Enter"
         case PageUp():
             return "Page up"
         case PageDown():
@@ -152,4 +192,9 @@ def operation_problem(op: Operation) -> str | None:
             return None if d in DIRECTIONS else f"unknown direction {d!r}"
         case Ask(question=q):
             return _text_problem("question", q)
+        case TapPoint(x=x, y=y) | LongPressPoint(x=x, y=y):
+            return None if x >= 0 and y >= 0 else f"negative coordinate in ({x}, {y})"
+        case SwipePoints(x1=x1, y1=y1, x2=x2, y2=y2):
+            if min(x1, y1, x2, y2) < 0:
+                return f"negative coordinate in ({x1}, {y1}, {x2}, {y2})"
     return None

@@ -28,7 +28,7 @@ import random
 import re
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
@@ -76,6 +76,16 @@ class RoleModels(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     planner: str = "gpt-4o"
     chooser: str = "gpt-4o"
     reflector: str = "gpt-4o"
+
+
+class RoleFamilies(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """The model family (``models.llm.families``: react, tools, json, uitars, qwen, autoglm,
+    or auto from the model name) each role speaks. Today only the planner's prompt depends
+    on it; the chooser and the completion check keep their own short formats."""
+
+    planner: str = "react"
+    chooser: str = "react"
+    reflector: str = "react"
 
 
 def _default_prices() -> dict[str, ModelPrice]:
@@ -162,6 +172,7 @@ class LLMSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
     api_key_env: str = API_KEY_ENV
     models: RoleModels = msgspec.field(default_factory=RoleModels)
     roles: Roles = msgspec.field(default_factory=Roles)
+    family: RoleFamilies = msgspec.field(default_factory=RoleFamilies)
     max_image_side: Annotated[int, Meta(ge=32)] = 1024
     jpeg_quality: Annotated[int, Meta(ge=1, le=95)] = 85
     detail: Detail | None = None
@@ -349,12 +360,17 @@ class LLMReply(msgspec.Struct, frozen=True, kw_only=True):
     attempts: int
     finish_reason: str | None = None
     endpoint: str = ""  # host[:port] of the server that answered
+    # (function name, JSON arguments) of each ``tool_calls`` entry, for the tools family
+    tool_calls: tuple[tuple[str, str], ...] = ()
 
 
 class ChatModel(Protocol):
     """What prompt code needs from an LLM; ``LLMClient`` is the real one."""
 
-    async def chat(self, role: Role, messages: Sequence[ChatMessage]) -> LLMReply: ...
+    async def chat(
+        self, role: Role, messages: Sequence[ChatMessage], *,
+        options: Mapping[str, Any] | None = None,
+    ) -> LLMReply: ...
 
 
 # ---------------------------------------------------------------------------- rate limit
@@ -747,13 +763,17 @@ class LLMClient:
             params["temperature"] = rc.temperature
         return params
 
-    async def chat(self, role: Role, messages: Sequence[ChatMessage]) -> LLMReply:
+    async def chat(
+        self, role: Role, messages: Sequence[ChatMessage], *,
+        options: Mapping[str, Any] | None = None,
+    ) -> LLMReply:
         """One chat completion for ``role``; raises ``LLMError`` subclasses only.
 
         Transient failures are retried until ``retry_budget_s`` is spent (counted from the
         first attempt; an attempt that starts inside it runs to its own timeout); a 400
         naming ``max_tokens`` or ``temperature`` is retried once without it, and the
-        endpoint's model is remembered not to take it.
+        endpoint's model is remembered not to take it. ``options``: extra request
+        parameters a model family needs (``tools``, ``tool_choice``, ``response_format``).
         """
         if not messages:
             raise LLMInputError("no messages to send")
@@ -764,6 +784,8 @@ class LLMClient:
         limiter = self._limiters[rc.base_url]
         wire = await self._wire_messages(messages, rc)
         params = self._params(rc, wire)
+        if options:
+            params.update(options)
         estimate = estimate_tokens(wire) + int(rc.max_tokens or 0)
 
         t0 = time.monotonic()
@@ -859,6 +881,13 @@ class LLMClient:
             raise LLMBadResponse(f"{role} ({model}): the response has no choices")
         message = getattr(choices[0], "message", None)
         text = getattr(message, "content", None)
+        tool_calls = tuple(
+            (str(getattr(c.function, "name", "")), str(getattr(c.function, "arguments", "") or ""))
+            for c in (getattr(message, "tool_calls", None) or ())
+            if getattr(c, "function", None) is not None
+        )
+        if text is None and tool_calls:  # a function call and no text: the tools family
+            text = ""
         if not isinstance(text, str):
             refusal = getattr(message, "refusal", None)
             why = f"refused: {refusal}" if refusal else "no text content"
@@ -882,6 +911,7 @@ class LLMClient:
             attempts=attempts,
             finish_reason=getattr(choices[0], "finish_reason", None),
             endpoint=rc.endpoint,
+            tool_calls=tool_calls,
         )
         log.debug(
             "llm_call", role=role, model=model, prompt_tokens=prompt_tokens,

@@ -35,11 +35,14 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 import msgspec
 
 from models.llm import ChatMessage, ChatModel, ContentPart, ImageInput, LLMError, LLMReply, Role
+from models.llm.errors import ParseError
+from models.llm.opvocab import operation_from_call
+from models.llm.replytext import clean_reply, degenerate
 from protocol.operations import (
     DIRECTIONS,
     LINE_BREAKS,
@@ -49,8 +52,10 @@ from protocol.operations import (
     ClickIcon,
     ClickText,
     Direction,
+    Enter,
     Exit,
     LongPress,
+    LongPressPoint,
     OpenApp,
     Operation,
     PageDown,
@@ -58,6 +63,8 @@ from protocol.operations import (
     Position,
     Stop,
     Swipe,
+    SwipePoints,
+    TapPoint,
     TypeText,
     Wait,
     format_operation,
@@ -68,15 +75,6 @@ T = TypeVar("T")
 
 
 # ---------------------------------------------------------------------------- errors
-
-
-class ParseError(ValueError):
-    """A reply that does not follow the format; ``str(e)`` is meant for re-asking the model."""
-
-    def __init__(self, message: str, text: str = "") -> None:
-        super().__init__(message)
-        self.message = message
-        self.text = text
 
 
 class UnparsableReply(LLMError):
@@ -100,6 +98,11 @@ OPERATION_GUIDE: tuple[tuple[str, str], ...] = (
                                            "glass); `position` is where it is: one of "
                                            + ", ".join(POSITIONS) + "."),
     ("Long press (text)", "touch and hold the place where `text` is written."),
+    ("Tap (x, y)", "tap the point x, y (pixels of the screenshot) when no text or icon "
+                   "description names the target."),
+    ("Long press (x, y)", "touch and hold the point x, y (pixels of the screenshot)."),
+    ("Swipe (x1, y1, x2, y2)", "drag a finger from x1, y1 to x2, y2 (pixels of the screenshot), "
+                               "e.g. to move a slider."),
     ("Type (text)", "type `text` into the input field that has the focus (tap the field first if "
                     "no field is focused)."),
     ("Page up", "scroll the content up, to see what is above."),
@@ -107,6 +110,7 @@ OPERATION_GUIDE: tuple[tuple[str, str], ...] = (
     ("Swipe (direction)", "swipe the screen " + "/".join(DIRECTIONS) + ", e.g. to change "
                           "home-screen pages or dismiss a card."),
     ("Back", "go back to the previous screen."),
+    ("Enter", "press the Enter key, e.g. to submit a search."),
     ("Exit", "leave the app and go to the home screen."),
     ("Wait", "do nothing this step, because the screen is still loading."),
     ("Ask (question)", "ask the user a question when the instruction leaves a choice you cannot "
@@ -116,21 +120,59 @@ OPERATION_GUIDE: tuple[tuple[str, str], ...] = (
 
 _NULLARY: dict[str, Callable[[], Operation]] = {
     "page up": PageUp, "page down": PageDown, "back": Back, "exit": Exit, "wait": Wait,
-    "stop": Stop,
+    "stop": Stop, "enter": Enter,
 }
 _UNARY_SYNTAX: dict[str, str] = {
     "open app": "Open app (name)", "click text": "Click text (text)",
     "click icon": "Click icon (description, position)", "long press": "Long press (text)",
     "type": "Type (text)", "swipe": "Swipe (direction)", "ask": "Ask (question)",
+    "tap": "Tap (x, y)",
 }
 _NULLARY_SYNTAX = {k: k.capitalize() for k in _NULLARY}
 # Longest keywords first; a keyword must end at a non-word character ("Typed" is no "Type").
 _KEYWORD_RE = re.compile(
     r"(open\s+app|click\s+text|click\s+icon|long\s+press|page\s+up|page\s+down"
-    r"|type|swipe|back|exit|wait|ask|stop)(?!\w)",
+    r"|type|swipe|back|exit|wait|ask|stop|enter|tap)(?!\w)",
     re.IGNORECASE,
 )
 _WRAPPERS = ("```", "`", "**", "__")
+
+# Phrasings models use for the canonical keywords, rewritten before the grammar applies.
+# Anchored at the start of the action and ending at a non-word character.
+_SYNONYMS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
+    (re.compile(rf"^(?:{pat})(?!\w)", re.IGNORECASE), canon)
+    for pat, canon in (
+        (r"(?:click|tap)\s+(?:on\s+)?(?:the\s+)?text", "Click text"),
+        (r"(?:click|tap)\s+(?:on\s+)?(?:the\s+)?icon", "Click icon"),
+        (r"(?:open|launch|start)\s+(?:the\s+)?app(?:lication)?|launch", "Open app"),
+        (r"scroll\s+down", "Page down"),
+        (r"scroll\s+up", "Page up"),
+        (r"(?:go|press|navigate)\s+back", "Back"),
+        (r"(?:go|press|return)\s+(?:to\s+(?:the\s+)?)?home(?:\s+screen)?|home", "Exit"),
+        (r"press\s+(?:the\s+)?enter(?:\s+key)?", "Enter"),
+        (r"long[\s-]+(?:press|tap)|press\s+and\s+hold", "Long press"),
+        (r"click(?:\s+on)?|tap\s+on", "Tap"),
+        (r"(?:finish|done|task\s+complete)", "Stop"),
+    )
+)
+_POINT_ARG_RE = re.compile(r"^\s*(-?\d+(?:\.\d+)?)\s*,\s*(-?\d+(?:\.\d+)?)\s*$")
+_SWIPE_ARG_RE = re.compile(r"^\s*" + r"\s*,\s*".join([r"(-?\d+(?:\.\d+)?)"] * 4) + r"\s*$")
+_QUOTES = ("\"", "'", "`")
+
+
+def _synonym(s: str) -> str:
+    for pat, canon in _SYNONYMS:
+        m = pat.match(s)
+        if m is not None:
+            return canon + s[m.end():]
+    return s
+
+
+def _unquote(arg: str) -> str:
+    """``"hello"`` -> ``hello``: a model quoting its argument does not mean to type quotes."""
+    if len(arg) >= 2 and arg[0] in _QUOTES and arg[-1] == arg[0]:
+        return arg[1:-1].strip()
+    return arg
 
 _SYNTAX_LIST = "; ".join(s for s, _ in OPERATION_GUIDE)
 
@@ -200,11 +242,18 @@ def parse_operation(action: str) -> Operation:
         raise ParseError(f"the action is empty. It must be exactly one of: {_SYNTAX_LIST}", action)
     if any(c in LINE_BREAKS for c in s):
         raise ParseError("the action must be on one line", action)
+    s = _synonym(s)
     m = _KEYWORD_RE.match(s)
     if m is None:
         raise _unknown(s)
     keyword = " ".join(m.group(1).lower().split())
     rest = s[m.end():]
+    if keyword == "swipe" and rest.strip().lower() in DIRECTIONS:  # "Swipe up"
+        return Swipe(_direction(rest, s))
+    submit = False
+    if keyword == "type":  # "Type (text) + Enter": type, then submit
+        t = re.sub(r"\s*\+\s*enter\s*$", "", rest, flags=re.IGNORECASE)
+        submit, rest = t != rest, t
 
     if keyword in _NULLARY:
         if rest.strip():
@@ -232,19 +281,28 @@ def parse_operation(action: str) -> Operation:
             "Give exactly one action and nothing after it.",
             action,
         )
-    arg = r[1:-1].strip()
+    arg = _unquote(r[1:-1].strip())
     if not arg:
         raise ParseError(f"empty argument in {_shown(s)}: write {syntax}", action)
 
     op: Operation
-    if keyword == "open app":
+    point = _POINT_ARG_RE.match(arg)
+    if keyword in ("tap", "click text") and point is not None:
+        op = TapPoint(round(float(point.group(1))), round(float(point.group(2))))
+    elif keyword == "long press" and point is not None:
+        op = LongPressPoint(round(float(point.group(1))), round(float(point.group(2))))
+    elif keyword == "swipe" and (four := _SWIPE_ARG_RE.match(arg)) is not None:
+        op = SwipePoints(*(round(float(g)) for g in four.groups()))
+    elif keyword == "tap":  # Tap (Save): a target named in words
+        op = ClickText(arg)
+    elif keyword == "open app":
         op = OpenApp(arg)
     elif keyword == "click text":
         op = ClickText(arg)
     elif keyword == "long press":
         op = LongPress(arg)
     elif keyword == "type":
-        op = TypeText(arg)
+        op = TypeText(arg, submit=submit)
     elif keyword == "ask":
         op = Ask(arg)
     elif keyword == "swipe":
@@ -271,23 +329,77 @@ class PlannerReply(msgspec.Struct, frozen=True):
     thought: str
     action: Operation
     action_text: str  # the Action line as the model wrote it
+    summary: str = ""  # a trailing "Summary:" (Mobile-Agent-v2 style memory), kept
+    progress: str = ""  # a trailing "Progress:" line, kept
 
 
+# A label line: "Action: ...", "**Action:** ...", "## Action", "### Action ###" (content on
+# the following lines). Full-width colons are normalised before this applies.
 _LABEL_RE = re.compile(
-    r"^[ \t]*(?:#{1,6}[ \t]*)?(?:\*\*|__)?(observation|thoughts?|action)[ \t]*(?:(?:\*\*|__)[ \t]*)?:"
-    r"(?:\*\*|__)?[ \t]*(.*)$",
+    r"^[ \t]*(?:#{1,6}[ \t]*)?(?:\*\*|__)?(observation|thoughts?|action|summary|progress)"
+    r"[ \t]*(?:(?:\*\*|__)[ \t]*)?(?::|#{1,6}[ \t]*$|$)(?:\*\*|__)?[ \t]*(.*)$",
     re.IGNORECASE,
 )
 _FENCE_RE = re.compile(r"^[ \t]*```[\w-]*[ \t]*$")
 _LABELS = ("observation", "thought", "action")
+_FORMAT_HINT = (
+    "Reply in exactly this format:\nObservation: <what the screen shows>\n"
+    "Thought: <what to do next and why>\nAction: <one operation>"
+)
+
+
+def _json_action(text: str) -> tuple[Operation, str] | None:
+    """The last JSON object in ``text`` that has an "action" key, as an operation:
+    ``{"action": "Click text (Save)"}`` or ``{"action": "click_text", "text": "Save"}``
+    (arguments beside "action" or under "args"/"arguments"/"params")."""
+    decoder = msgspec.json.Decoder()
+    found: tuple[Operation, str] | None = None
+    for m in re.finditer(r"\{", text):
+        depth, end = 0, -1
+        for k in range(m.start(), len(text)):
+            if text[k] == "{":
+                depth += 1
+            elif text[k] == "}":
+                depth -= 1
+                if depth == 0:
+                    end = k + 1
+                    break
+        if end < 0:
+            continue
+        try:
+            obj = decoder.decode(text[m.start():end])
+        except msgspec.DecodeError:
+            continue
+        if not isinstance(obj, dict) or not isinstance(obj.get("action"), str):
+            continue
+        name = obj["action"].strip()
+        args: dict[str, Any] = obj
+        for key in ("args", "arguments", "params", "parameters"):
+            if isinstance(obj.get(key), dict):
+                args = obj[key]
+        try:
+            op = parse_operation(name)  # a whole operation as text
+        except ParseError:
+            op = operation_from_call(name, args)
+        found = (op, name)
+    return found
 
 
 def parse_planner_reply(text: str) -> PlannerReply:
-    """``Observation: ...`` / ``Thought: ...`` / ``Action: ...``, each label at a line start,
-    once, in this order. Observation and Thought may span lines; the action is one line (on
-    the label's line or the next one) and nothing may follow it. Text before Observation and
-    code-fence lines are ignored."""
-    lines = [ln for ln in text.splitlines() if not _FENCE_RE.match(ln)]
+    """A ReAct reply, read the way real models write it.
+
+    Think blocks and ``<answer>``-style wrappers are dropped, full-width punctuation is
+    normalised, labels may be markdown (``**Action:**``, ``### Action ###``). The LAST
+    ``Action`` label wins (an "Action:" mentioned earlier in prose is not the answer); its
+    operation is on the label's line or the next one. Observation and Thought are the last
+    such sections before it (empty when missing). ``Summary:``/``Progress:`` after the action
+    are kept as fields; any other text after the action is an error (it is often a second
+    action). Without an Action label, a JSON object with an "action" key is accepted."""
+    why = degenerate(text)
+    if why is not None:
+        raise ParseError(f"{why}. {_FORMAT_HINT}", text)
+    cleaned = clean_reply(text)
+    lines = [ln for ln in cleaned.splitlines() if not _FENCE_RE.match(ln)]
     found: list[tuple[str, int, str]] = []  # (label, line index, rest of the line)
     for i, line in enumerate(lines):
         m = _LABEL_RE.match(line)
@@ -295,24 +407,13 @@ def parse_planner_reply(text: str) -> PlannerReply:
             word = m.group(1).lower()
             label = "thought" if word.startswith("thought") else word
             found.append((label, i, m.group(2)))
-    labels = [f[0] for f in found]
-    for label in _LABELS:
-        n = labels.count(label)
-        if n == 0:
-            raise ParseError(
-                f"no '{label.capitalize()}:' line. Reply in exactly this format:\n"
-                "Observation: <what the screen shows>\nThought: <what to do next and why>\n"
-                "Action: <one operation>",
-                text,
-            )
-        if n > 1:
-            raise ParseError(
-                f"'{label.capitalize()}:' appears {n} times; give each of Observation, Thought "
-                "and Action once, and exactly one action",
-                text,
-            )
-    if labels != list(_LABELS):
-        raise ParseError("the parts must come in the order Observation, Thought, Action", text)
+    actions = [k for k, f in enumerate(found) if f[0] == "action"]
+    if not actions:
+        js = _json_action(cleaned)
+        if js is not None:
+            return PlannerReply("", "", js[0], js[1])
+        raise ParseError(f"no 'Action:' line. {_FORMAT_HINT}", text)
+    ai = actions[-1]
 
     def section(k: int) -> str:
         _, start, first = found[k]
@@ -320,20 +421,38 @@ def parse_planner_reply(text: str) -> PlannerReply:
         body = [first, *lines[start + 1:end]]
         return "\n".join(body).strip()
 
-    _, a_line, a_first = found[2]
-    after = [ln.strip() for ln in lines[a_line + 1:] if ln.strip()]
+    def last_before(label: str) -> str:
+        ks = [k for k in range(ai) if found[k][0] == label]
+        return section(ks[-1]) if ks else ""
+
+    _, a_line, a_first = found[ai]
+    end = found[ai + 1][1] if ai + 1 < len(found) else len(lines)
+    after = [ln.strip() for ln in lines[a_line + 1:end] if ln.strip()]
     action_text = a_first.strip()
     if not action_text:
         if not after:
             raise ParseError("the Action line is empty: give one operation after 'Action:'", text)
         action_text, after = after[0], after[1:]
-    if after:
+    trailing = found[ai + 1:]
+    if after or any(f[0] not in ("summary", "progress") for f in trailing):
+        extra = after[0] if after else lines[trailing[0][1]].strip()
         raise ParseError(
-            f"unexpected text after the action: {after[0][:80]!r}. The reply must end with the "
-            "single Action line.",
+            f"unexpected text after the action: {extra[:80]!r}. The reply must end with the "
+            "single Action line (a Summary: line may follow it).",
             text,
         )
-    return PlannerReply(section(0), section(1), parse_operation(action_text), action_text)
+    fields = {f[0]: section(k) for k, f in enumerate(found) if k > ai}
+    if action_text.lstrip().startswith("{"):
+        js = _json_action(action_text)
+        if js is None:
+            raise ParseError(f"could not read the JSON action {action_text[:80]!r}", text)
+        op = js[0]
+    else:
+        op = parse_operation(action_text)
+    return PlannerReply(
+        last_before("observation"), last_before("thought"), op, action_text,
+        summary=fields.get("summary", ""), progress=fields.get("progress", ""),
+    )
 
 
 # ---------------------------------------------------------------------------- planner prompt

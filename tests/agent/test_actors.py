@@ -22,8 +22,17 @@ from actors.reflector import ReflectorActor
 from devices.adb import AdbDevice
 from host.client_cli import submit
 from host.runner import AgentHost
-from protocol.messages import ActionDone, Answer, Approve, Cancel, Frame, Reflection, Steer
-from protocol.operations import Ask, ClickText, Exit, OpenApp, TypeText
+from protocol.messages import (
+    ActionDone,
+    Answer,
+    Approve,
+    Cancel,
+    Frame,
+    Grounded,
+    Reflection,
+    Steer,
+)
+from protocol.operations import Ask, ClickText, Exit, OpenApp, TapPoint, TypeText
 from runtime import topics
 from runtime.bus import Bus
 from runtime.config import BusConfig, HostConfig
@@ -65,6 +74,26 @@ async def test_a_working_tap_is_ok_not_unchanged(
                             fast_settings(completion_check=False), shared_perception,
                             "Open display settings.")
     assert run.of(Reflection)[0].verdict == "ok"
+    assert sim_device.phone.current_screen() == "com.android.settings/display"
+
+
+@pytest.mark.needs_mosquitto
+async def test_a_model_point_near_a_label_snaps_and_taps_it(
+    sim_device: SimDevice, mosquitto: MosquittoBroker, shared_perception: PerceptionActor,
+) -> None:
+    sim_device.phone.open("com.android.settings")
+    sim_device.phone.settle()
+    lines = shared_perception.perception.read_text(sim_device.phone.screenshot()).lines
+    x1, y1, _, y2 = next(ln.box for ln in lines if ln.text.strip() == "Display")
+    # A coordinate family's point, a little left of the label: off the OCR line, within
+    # agent.snap_radius_px of it alone (the line below is farther).
+    point = TapPoint(int(x1) - 12, int((y1 + y2) / 2))
+    run = await run_episode(mosquitto, AdbDevice(sim_device.serial), ScriptedPolicy([point]),
+                            fast_settings(completion_check=False, snap_radius_px=24),
+                            shared_perception, "Open display settings.")
+    grounded = run.of(Grounded)
+    assert [g.source for g in grounded] == ["snapped"]
+    assert x1 < grounded[0].x and abs(grounded[0].y - (y1 + y2) / 2) <= 1  # the label's centre
     assert sim_device.phone.current_screen() == "com.android.settings/display"
 
 

@@ -37,7 +37,8 @@ Settings = Callable[..., LLMSettings]
 def test_every_syntax_the_prompt_teaches_parses() -> None:
     examples = {
         "name": "Settings", "text": "Save", "description, position": "gear, top right",
-        "direction": "up", "question": "Which one?",
+        "direction": "up", "question": "Which one?", "x, y": "10, 20",
+        "x1, y1, x2, y2": "1, 2, 3, 4",
     }
     for syntax, _ in OPERATION_GUIDE:
         assert syntax in PLANNER_SYSTEM
@@ -174,7 +175,7 @@ async def test_malformed_replies_are_reasked_with_the_error(
     first, second, third = openai_server.requests
     # A re-ask: the original prompt, the bad reply, then the error, and only the latest one.
     assert second.messages[-2] == {"role": "assistant", "content": "I think we should stop now."}
-    assert "no 'Observation:' line" in second.messages[-1]["content"]
+    assert "no 'Action:' line" in second.messages[-1]["content"]
     assert third.messages[-2]["content"].endswith("and then Stop")
     assert "after the closing ')'" in third.messages[-1]["content"]
     assert len(third.messages) == len(first.messages) + 2

@@ -1,0 +1,189 @@
+"""What every model family provides, and the geometry they share.
+
+A family is one small adapter between the agent and one way models speak: its planner
+prompt, its reply parser, its image preparation (the size the screenshot is sent at) and
+its coordinate convention. ``Family.parse`` returns an ``Operation`` whose points are
+already device pixels, or raises ``ParseError``; a degenerate reply is always unusable
+(re-asked), never read as finish, wait or a tap.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal, Protocol
+
+import msgspec
+from PIL import Image
+
+from models.llm import ChatMessage
+from models.llm.errors import ParseError
+from models.llm.react import PlannerInput, planner_messages
+from models.llm.replytext import degenerate
+from protocol.operations import LongPressPoint, Operation, SwipePoints, TapPoint
+
+# "image": pixels of the image the model received; "relative": 0..scale on both axes.
+Convention = Literal["image", "relative"]
+
+
+class Geometry(msgspec.Struct, frozen=True):
+    """The screen, the image the model saw, and how the model's numbers map to the screen."""
+
+    screen_w: int
+    screen_h: int
+    image_w: int
+    image_h: int
+    convention: Convention = "image"
+    scale: int = 1000  # for "relative": the coordinate that means the far edge
+
+    def to_device(self, x: float, y: float) -> tuple[int, int]:
+        if self.convention == "relative":
+            fx, fy = x / self.scale, y / self.scale
+        else:
+            fx, fy = x / self.image_w, y / self.image_h
+        if not (-0.01 <= fx <= 1.01 and -0.01 <= fy <= 1.01):
+            raise ParseError(
+                f"the point ({x:g}, {y:g}) is outside the screen "
+                + (f"(coordinates go 0..{self.scale})" if self.convention == "relative"
+                   else f"(the image is {self.image_w}x{self.image_h})")
+            )
+        px = min(max(round(fx * self.screen_w), 0), self.screen_w - 1)
+        py = min(max(round(fy * self.screen_h), 0), self.screen_h - 1)
+        return px, py
+
+
+def smart_resize(
+    height: int, width: int, *, factor: int = 28, min_pixels: int = 56 * 56,
+    max_pixels: int = 28 * 28 * 1280,
+) -> tuple[int, int]:
+    """Qwen2-VL's resize rule (qwen-vl-utils ``smart_resize``, used by Qwen2.5-VL and
+    UI-TARS): both sides rounded to a multiple of ``factor`` (the patch size times the
+    merge size: 28 for Qwen2.5-VL, 32 for Qwen3-VL), then scaled, keeping the aspect ratio,
+    into [min_pixels, max_pixels]. Returns (height, width)."""
+    if min(height, width) <= 0:
+        raise ValueError(f"bad image size {width}x{height}")
+    h = max(factor, round(height / factor) * factor)
+    w = max(factor, round(width / factor) * factor)
+    if h * w > max_pixels:
+        beta = math.sqrt(height * width / max_pixels)
+        h = max(factor, math.floor(height / beta / factor) * factor)
+        w = max(factor, math.floor(width / beta / factor) * factor)
+    elif h * w < min_pixels:
+        beta = math.sqrt(min_pixels / (height * width))
+        h = math.ceil(height * beta / factor) * factor
+        w = math.ceil(width * beta / factor) * factor
+    return h, w
+
+
+def image_size(image: bytes) -> tuple[int, int]:
+    """(width, height) of an encoded image; reads only its header."""
+    with Image.open(io.BytesIO(image)) as im:
+        return im.size
+
+
+def resize_png(image: bytes, size: tuple[int, int]) -> bytes:
+    """``image`` (any format PIL reads) at ``size`` (w, h), as PNG; unchanged when it is
+    that size already."""
+    with Image.open(io.BytesIO(image)) as im:
+        if im.size == size:
+            return image
+        out = io.BytesIO()
+        im.convert("RGB").resize(size, Image.Resampling.BICUBIC).save(out, format="PNG")
+        return out.getvalue()
+
+
+class ToolCall(msgspec.Struct, frozen=True):
+    """One OpenAI ``tool_calls`` entry: the function name and its JSON arguments (a string,
+    as the API sends them)."""
+
+    name: str
+    arguments: str
+
+
+class FamilyReply(msgspec.Struct, frozen=True):
+    operation: Operation  # points in device pixels
+    thought: str = ""
+    action_text: str = ""  # the action as the model wrote it
+    summary: str = ""
+    observation: str = ""
+
+
+class Family(Protocol):
+    name: str
+
+    def geometry(self, screen_w: int, screen_h: int) -> Geometry:
+        """The image size this family sends for a screen this size, and its convention."""
+        ...
+
+    def planner_messages(
+        self, inp: PlannerInput, geom: Geometry, *, keep_screenshots: int = 1
+    ) -> list[ChatMessage]: ...
+
+    def request_options(self) -> dict[str, Any]:
+        """Extra chat-completion parameters (``tools``, ``tool_choice``, ``response_format``)."""
+        ...
+
+    def parse(
+        self, text: str, geom: Geometry, tool_calls: Sequence[ToolCall] = ()
+    ) -> FamilyReply: ...
+
+
+def map_operation(op: Operation, geom: Geometry) -> Operation:
+    """Points in the model's space -> device pixels; other operations as they are."""
+    match op:
+        case TapPoint(x=x, y=y):
+            return TapPoint(*geom.to_device(x, y))
+        case LongPressPoint(x=x, y=y):
+            return LongPressPoint(*geom.to_device(x, y))
+        case SwipePoints(x1=x1, y1=y1, x2=x2, y2=y2):
+            return SwipePoints(*geom.to_device(x1, y1), *geom.to_device(x2, y2))
+    return op
+
+
+class FamilyBase:
+    """The shared part: degenerate-reply check, mapping, and a planner prompt that is the
+    ReAct one with this family's system prompt."""
+
+    name = ""
+    system_prompt = ""
+
+    def geometry(self, screen_w: int, screen_h: int) -> Geometry:
+        return Geometry(screen_w, screen_h, screen_w, screen_h, "image")
+
+    def planner_messages(
+        self, inp: PlannerInput, geom: Geometry, *, keep_screenshots: int = 1
+    ) -> list[ChatMessage]:
+        # The image at the size this family's coordinates refer to. (The client may still
+        # downscale past llm.max_image_side: set that at least as large as this image.)
+        shot = resize_png(inp.screenshot, (geom.image_w, geom.image_h))
+        msgs = planner_messages(msgspec.structs.replace(inp, screenshot=shot),
+                                keep_screenshots=keep_screenshots)
+        system = self.system_prompt.replace("{width}", str(geom.image_w)).replace(
+            "{height}", str(geom.image_h)
+        )
+        return [ChatMessage.text("system", system), *msgs[1:]]
+
+    def request_options(self) -> dict[str, Any]:
+        return {}
+
+    def parse_model(self, text: str, tool_calls: Sequence[ToolCall]) -> FamilyReply:
+        raise NotImplementedError
+
+    def parse(
+        self, text: str, geom: Geometry, tool_calls: Sequence[ToolCall] = ()
+    ) -> FamilyReply:
+        if not tool_calls:
+            if not text.strip():
+                raise ParseError("the reply is empty: answer with one action", text)
+            why = degenerate(text)
+            if why is not None:
+                raise ParseError(f"{why}; answer with one action", text)
+        r = self.parse_model(text, tool_calls)
+        return msgspec.structs.replace(r, operation=map_operation(r.operation, geom))
+
+
+def require(args: Mapping[str, Any], key: str, call: str) -> Any:
+    if key not in args or args[key] in ("", None):
+        raise ParseError(f"{call} needs its {key!r} argument")
+    return args[key]

@@ -1,0 +1,166 @@
+"""``qwen``: Qwen2.5-VL / Qwen3-VL / GUI-Owl ``mobile_use`` function calls (Qwen team,
+github.com/QwenLM/Qwen2.5-VL ``cookbooks/mobile_agent.ipynb`` and its ``agent_function_call``
+tool; Qwen3-VL's cookbook of the same name; GUI-Owl in github.com/X-PLUG/MobileAgent).
+
+Reply: ``<tool_call>{"name": "mobile_use", "arguments": {"action": ..., ...}}</tool_call>``
+in the text (Hermes style), or the same as an OpenAI ``tool_calls`` entry when vLLM's tool
+parser is on. Actions: ``click`` / ``long_press`` (coordinate), ``swipe`` (coordinate,
+coordinate2), ``type`` (text), ``key`` (text), ``system_button`` (button: Back, Home,
+Menu, Enter), ``open`` (text), ``wait``, ``answer`` (text), ``terminate`` (status).
+
+Coordinates: Qwen2.5-VL answers absolute pixels of the image it received, which is the
+screenshot smart-resized (factor 28, at most 12845056 pixels); Qwen3-VL and GUI-Owl answer
+0–1000 relative (their images are smart-resized with factor 32, which the numbers no
+longer depend on). The model name picks the variant (``qwen2.5`` or ``qwen3``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import msgspec
+
+from models.llm.errors import ParseError
+from models.llm.families.base import FamilyBase, FamilyReply, Geometry, ToolCall, smart_resize
+from models.llm.replytext import clean_reply, json_objects, normalize_punctuation, strip_reasoning
+from protocol.operations import (
+    Back,
+    Enter,
+    Exit,
+    LongPressPoint,
+    OpenApp,
+    Operation,
+    PageDown,
+    PageUp,
+    Stop,
+    Swipe,
+    SwipePoints,
+    TapPoint,
+    TypeText,
+    Wait,
+)
+
+SYSTEM = """You are a helpful assistant.
+
+# Tools
+
+You may call one or more functions to assist with the user query.
+
+You are provided with function signatures within <tools></tools> XML tags:
+<tools>
+{"type": "function", "function": {"name": "mobile_use", "description": "Use a touchscreen to interact with a mobile device. The screen's resolution is {width}x{height}{coords}.", "parameters": {"properties": {"action": {"description": "click, long_press, swipe, type, key, system_button, open, wait, answer or terminate", "enum": ["click", "long_press", "swipe", "type", "key", "system_button", "open", "wait", "answer", "terminate"], "type": "string"}, "coordinate": {"description": "(x, y) for click, long_press and the start of swipe", "type": "array"}, "coordinate2": {"description": "(x, y): the end of swipe", "type": "array"}, "text": {"description": "for type, key, open and answer", "type": "string"}, "button": {"description": "for system_button", "enum": ["Back", "Home", "Menu", "Enter"], "type": "string"}, "time": {"description": "seconds, for long_press and wait", "type": "number"}, "status": {"description": "for terminate", "enum": ["success", "failure"], "type": "string"}}, "required": ["action"], "type": "object"}}}
+</tools>
+
+For each function call, return a json object with function name and arguments within <tool_call></tool_call> XML tags:
+<tool_call>
+{"name": <function-name>, "arguments": <args-json-object>}
+</tool_call>"""
+
+_SCROLL: dict[str, Operation] = {"up": PageDown(), "down": PageUp(), "left": Swipe("left"), "right": Swipe("right")}
+
+
+def _coord(args: Mapping[str, Any], key: str, action: str) -> tuple[int, int]:
+    v = args.get(key)
+    if isinstance(v, str):
+        v = [float(n) for n in v.replace("(", " ").replace(")", " ").replace(",", " ").split()
+             if n.replace(".", "", 1).lstrip("-").isdigit()]
+    if not isinstance(v, list | tuple) or len(v) not in (2, 4) or not all(
+        isinstance(n, int | float) and not isinstance(n, bool) for n in v
+    ):
+        raise ParseError(f"{action} needs {key}: [x, y] with two numbers, got {v!r}")
+    if len(v) == 4:  # a box: act at its centre
+        return round((v[0] + v[2]) / 2), round((v[1] + v[3]) / 2)
+    return round(v[0]), round(v[1])
+
+
+def arguments_to_operation(args: Mapping[str, Any]) -> Operation:
+    action = str(args.get("action", "")).strip().lower()
+    if not action:
+        raise ParseError('mobile_use needs "action"')
+    text = args.get("text")
+    text = text.strip() if isinstance(text, str) else ""
+    if action in ("click", "tap"):
+        return TapPoint(*_coord(args, "coordinate", action))
+    if action == "long_press":
+        return LongPressPoint(*_coord(args, "coordinate", action))
+    if action in ("swipe", "drag", "scroll"):
+        if "coordinate2" in args or "end_coordinate" in args:
+            start = _coord(args, "coordinate" if "coordinate" in args else "start_coordinate", action)
+            end = _coord(args, "coordinate2" if "coordinate2" in args else "end_coordinate", action)
+            return SwipePoints(*start, *end)
+        d = str(args.get("direction", "")).lower()
+        if d in _SCROLL:  # a finger swipe up shows what is below
+            return _SCROLL[d]
+        raise ParseError(f"{action} needs coordinate and coordinate2 (or a direction)")
+    if action == "type":
+        if not text:
+            raise ParseError('type needs "text"')
+        return TypeText(" ".join(text.split()))
+    if action in ("key", "system_button"):
+        key = (args.get("button") if action == "system_button" else text) or text
+        k = str(key).strip().lower()
+        if k == "back":
+            return Back()
+        if k == "home":
+            return Exit()
+        if k == "enter":
+            return Enter()
+        raise ParseError(f"{action} {key!r} is not supported: use Back, Home or Enter")
+    if action in ("open", "awake"):
+        if not text:
+            raise ParseError('open needs "text": the app name')
+        return OpenApp(text)
+    if action == "wait":
+        return Wait()
+    if action in ("answer", "terminate"):
+        return Stop()
+    raise ParseError(f"unknown mobile_use action {action!r}")
+
+
+def _decode_args(raw: object) -> Mapping[str, Any]:
+    if isinstance(raw, str):
+        try:
+            raw = msgspec.json.decode(raw)
+        except msgspec.DecodeError as exc:
+            raise ParseError(f"the tool call's arguments are not JSON: {exc}") from None
+    if not isinstance(raw, dict):
+        raise ParseError("the tool call's arguments must be a JSON object")
+    return raw
+
+
+class QwenFamily(FamilyBase):
+    name = "qwen"
+
+    def __init__(self, variant: str = "2.5") -> None:
+        if variant not in ("2.5", "3"):
+            raise ValueError(f"unknown Qwen-VL variant {variant!r}: 2.5 or 3")
+        self.variant = variant
+        coords = "" if variant == "2.5" else "; coordinates are relative, 0 to 1000 on each axis"
+        self.system_prompt = SYSTEM.replace("{coords}", coords)
+
+    def geometry(self, screen_w: int, screen_h: int) -> Geometry:
+        if self.variant == "2.5":
+            h, w = smart_resize(screen_h, screen_w, factor=28, min_pixels=3136, max_pixels=12845056)
+            return Geometry(screen_w, screen_h, w, h, "image")
+        h, w = smart_resize(screen_h, screen_w, factor=32, min_pixels=4096, max_pixels=16777216)
+        return Geometry(screen_w, screen_h, w, h, "relative", 1000)
+
+    def parse_model(self, text: str, tool_calls: Sequence[ToolCall]) -> FamilyReply:
+        if tool_calls:
+            call = tool_calls[-1]
+            return FamilyReply(arguments_to_operation(_decode_args(call.arguments)), "", call.arguments)
+        # Keep the <tool_call> content: only thinking is dropped before looking for JSON.
+        body = strip_reasoning(normalize_punctuation(text))
+        calls = [o for o in json_objects(body) if "arguments" in o or "action" in o]
+        if not calls:
+            if "<tool_call>" in body and "}" not in body.split("<tool_call>")[-1]:
+                raise ParseError("the <tool_call> is cut off before its JSON ends", text)
+            raise ParseError(
+                'no tool call found: answer with <tool_call>{"name": "mobile_use", '
+                '"arguments": {"action": ...}}</tool_call>', text,
+            )
+        obj = calls[-1]
+        args = _decode_args(obj["arguments"]) if "arguments" in obj else obj
+        thought = clean_reply(body.split("<tool_call>")[0]) if "<tool_call>" in body else ""
+        return FamilyReply(arguments_to_operation(args), thought, msgspec.json.encode(obj).decode())

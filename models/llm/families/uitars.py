@@ -1,0 +1,166 @@
+"""``uitars``: UI-TARS / UI-TARS-1.5 (ByteDance Seed, github.com/bytedance/UI-TARS: the
+mobile prompt in ``codes/ui_tars/prompt.py`` and the coordinate notes in
+``README_coordinates.md``).
+
+Reply: ``Thought: ...`` then ``Action: <call>``, the call one of ``click(start_box=...)``,
+``long_press(start_box=...)``, ``type(content='...')`` (a trailing ``\\n`` submits: Enter),
+``scroll(start_box=..., direction=...)`` or with ``end_box``, ``drag(start_box, end_box)``
+(a swipe), ``open_app(app_name=...)``, ``press_home()``, ``press_back()``, ``wait()``,
+``finished(content=...)``. A point is ``'(x,y)'``, ``'<|box_start|>(x,y)<|box_end|>'``,
+``<point>x y</point>`` or a box (its centre).
+
+Coordinates: UI-TARS-1.5 answers absolute pixels of the image it received, which is the
+screenshot smart-resized (factor 28, between 100·28² and 16384·28² pixels); UI-TARS 1.0
+(the 2B/7B/72B SFT and DPO models) answers 0–1000 relative to the image. The model name
+picks the variant; ``uitars-1.5`` / ``uitars-1.0`` name it explicitly.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from models.llm.errors import ParseError
+from models.llm.families.base import FamilyBase, FamilyReply, Geometry, ToolCall, smart_resize
+from models.llm.replytext import Call, clean_reply, last_call, parse_point
+from protocol.operations import (
+    Ask,
+    Back,
+    Enter,
+    Exit,
+    LongPressPoint,
+    OpenApp,
+    Operation,
+    PageDown,
+    PageUp,
+    Stop,
+    Swipe,
+    SwipePoints,
+    TapPoint,
+    TypeText,
+    Wait,
+)
+
+MIN_PIXELS = 100 * 28 * 28
+MAX_PIXELS = 16384 * 28 * 28
+
+SYSTEM = """You are a GUI agent. You are given a task and your action history, with screenshots. You need to perform the next action to complete the task.
+
+## Output Format
+```
+Thought: ...
+Action: ...
+```
+
+## Action Space
+click(start_box='<|box_start|>(x1,y1)<|box_end|>')
+long_press(start_box='<|box_start|>(x1,y1)<|box_end|>')
+type(content='') # end content with \\n to submit it
+scroll(start_box='<|box_start|>(x1,y1)<|box_end|>', direction='down or up or right or left')
+drag(start_box='<|box_start|>(x1,y1)<|box_end|>', end_box='<|box_start|>(x3,y3)<|box_end|>')
+open_app(app_name='')
+press_home()
+press_back()
+wait()
+finished(content='') # the task is done
+
+## Note
+- Coordinates are {convention}.
+- Write a small plan and finally summarize your next action (with its target element) in one sentence in `Thought` part.
+"""
+
+_NAMES = (
+    "click", "left_single", "long_press", "type", "scroll", "drag", "swipe",
+    "open_app", "press_home", "press_back", "press_enter", "hotkey", "wait", "finished",
+    "call_user",
+)
+_SYNTAX = "click(start_box='(x,y)')"
+# Where the content ends up: UI-TARS' "scroll down" shows more of what is below.
+_SCROLL: dict[str, Operation] = {"down": PageDown(), "up": PageUp(), "left": Swipe("right"), "right": Swipe("left")}
+
+
+def _pt(call: Call, *keys: str) -> tuple[float, float]:
+    for k in keys:
+        v = call.args.get(k)
+        if v is not None:
+            return parse_point(v, f"{k} of {call.name}()")
+    if call.positional and not call.args:
+        return parse_point(call.positional, f"point of {call.name}()")
+    raise ParseError(f"{call.name}() needs a {keys[0]}, e.g. {_SYNTAX}")
+
+
+def _point_op(op: type[TapPoint] | type[LongPressPoint], xy: tuple[float, float]) -> Operation:
+    return op(round(xy[0]), round(xy[1]))
+
+
+def call_to_operation(call: Call) -> Operation:
+    n = call.name
+    if n in ("click", "left_single"):
+        return _point_op(TapPoint, _pt(call, "start_box", "point", "start_point"))
+    if n == "long_press":
+        return _point_op(LongPressPoint, _pt(call, "start_box", "point", "start_point"))
+    if n in ("drag", "swipe") or (n == "scroll" and ("end_box" in call.args or "end_point" in call.args)):
+        x1, y1 = _pt(call, "start_box", "start_point", "point")
+        x2, y2 = _pt(call, "end_box", "end_point")
+        return SwipePoints(round(x1), round(y1), round(x2), round(y2))
+    if n == "scroll":
+        d = call.args.get("direction", call.positional).strip().lower()
+        if d not in _SCROLL:
+            raise ParseError(f"scroll() needs direction='up', 'down', 'left' or 'right', got {d!r}")
+        return _SCROLL[d]
+    if n == "type":
+        content = call.args.get("content", call.positional)
+        # The model writes "\n" as the two characters backslash-n inside its quoted string.
+        content = content.replace("\\n", "\n")
+        submit = content.endswith("\n")
+        content = content.strip()
+        if not content:
+            if submit:
+                return Enter()
+            raise ParseError("type() needs content='...'")
+        return TypeText(" ".join(content.split()), submit=submit)
+    if n == "open_app":
+        name = call.args.get("app_name", call.positional).strip()
+        if not name:
+            raise ParseError("open_app() needs app_name='...'")
+        return OpenApp(name)
+    if n == "press_home":
+        return Exit()
+    if n == "press_back":
+        return Back()
+    if n == "press_enter" or (n == "hotkey" and call.args.get("key", "").lower() == "enter"):
+        return Enter()
+    if n == "wait":
+        return Wait()
+    if n == "finished":
+        return Stop()
+    if n == "call_user":
+        return Ask(call.args.get("content", "").strip() or "I need your help to continue.")
+    raise ParseError(f"{n}() is not an action on a phone; use one of the Action Space")
+
+
+class UITarsFamily(FamilyBase):
+    name = "uitars"
+
+    def __init__(self, variant: str = "1.5") -> None:
+        if variant not in ("1.0", "1.5"):
+            raise ValueError(f"unknown UI-TARS variant {variant!r}: 1.0 or 1.5")
+        self.variant = variant
+        convention = (
+            "absolute pixels of the screenshot ({width}x{height})" if variant == "1.5"
+            else "relative, from 0 to 1000 on each axis"
+        )
+        self.system_prompt = SYSTEM.replace("{convention}", convention)
+
+    def geometry(self, screen_w: int, screen_h: int) -> Geometry:
+        h, w = smart_resize(screen_h, screen_w, factor=28, min_pixels=MIN_PIXELS, max_pixels=MAX_PIXELS)
+        return Geometry(screen_w, screen_h, w, h, "image" if self.variant == "1.5" else "relative")
+
+    def parse_model(self, text: str, tool_calls: Sequence[ToolCall]) -> FamilyReply:
+        cleaned = clean_reply(text)
+        acts = list(re.finditer(r"(?im)^\s*(?:\*\*)?action(?:\*\*)?\s*:(?:\*\*)?", cleaned))
+        body = cleaned[acts[-1].end():] if acts else cleaned
+        head = cleaned[: acts[-1].start()] if acts else ""
+        thought = re.sub(r"(?is)^\s*thought\s*:", "", head).strip()
+        call = last_call(body, _NAMES, syntax=_SYNTAX)
+        return FamilyReply(call_to_operation(call), thought, call.text)

@@ -1,0 +1,73 @@
+"""``mobagent llm parse`` through its register function (the entry point is read at install)."""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+from pathlib import Path
+
+import pytest
+
+from host.llm_cli import register
+
+
+def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, dict[str, object]]:
+    parser = argparse.ArgumentParser(prog="mobagent")
+    register(parser.add_subparsers(dest="command"))
+    args = parser.parse_args(argv)
+    rc = int(args.func(args))
+    out = capsys.readouterr().out.strip().splitlines()
+    assert len(out) == 1  # one JSON line, always
+    return rc, json.loads(out[0])
+
+
+def test_uitars_point_in_device_pixels(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    f = tmp_path / "reply.txt"
+    f.write_text("Thought: tap\nAction: click(start_box='<|box_start|>(546,1204)<|box_end|>')")
+    rc, out = run(["llm", "parse", "--family", "uitars", "--model", "UI-TARS-1.5-7B",
+                   "--screen", "1080x2400", str(f)], capsys)
+    assert rc == 0 and out == {"ok": True, "operation": {"op": "tap_point", "args": {"x": 540, "y": 1200}}}
+
+
+def test_auto_relative_and_stdin(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setattr("sys.stdin", io.StringIO('do(action="Swipe", start=[500,800], end=[500,200])'))
+    rc, out = run(["llm", "parse", "--family", "auto", "--model", "autoglm-phone", "--screen", "720x1600", "-"], capsys)
+    assert rc == 0
+    assert out["operation"] == {"op": "swipe", "args": {"x1": 360, "y1": 1280, "x2": 360, "y2": 320}}
+
+
+@pytest.mark.parametrize(
+    ("reply", "op"),
+    [("Action: Scroll down", "scroll_down"), ("Action: Page up", "scroll_up"), ("Action: Home", "home"),
+     ("Action: Enter", "enter"), ("Action: Ask (which?)", "ask"), ("Action: Click icon (gear)", "click_icon"),
+     ("Action: Long press (Item)", "long_press"), ("Action: Stop", "stop")],
+)
+def test_react_vocabulary(reply: str, op: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    f = tmp_path / "r.txt"
+    f.write_text(reply)
+    rc, out = run(["llm", "parse", "--family", "react", str(f)], capsys)
+    assert rc == 0 and out["operation"]["op"] == op  # type: ignore[index]
+
+
+def test_tool_calls_message_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    f = tmp_path / "m.json"
+    f.write_text(json.dumps({"content": None, "tool_calls": [
+        {"id": "1", "type": "function", "function": {"name": "click_text", "arguments": '{"text": "Save"}'}}]}))
+    rc, out = run(["llm", "parse", "--family", "tools", str(f)], capsys)
+    assert rc == 0 and out["operation"] == {"op": "click_text", "args": {"text": "Save"}}
+
+
+def test_unusable_reply_is_ok_false(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    f = tmp_path / "r.txt"
+    f.write_text("Action: click(start_box='=')")
+    rc, out = run(["llm", "parse", "--family", "uitars", str(f)], capsys)
+    assert rc == 1 and out["ok"] is False and "start_box" in str(out["error"])
+
+
+def test_bad_screen_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    parser = argparse.ArgumentParser(prog="mobagent")
+    register(parser.add_subparsers(dest="command"))
+    with pytest.raises(SystemExit) as err:
+        parser.parse_args(["llm", "parse", "--family", "react", "--screen", "big", "-"])
+    assert err.value.code == 2 and "WIDTHxHEIGHT" in capsys.readouterr().err
