@@ -42,7 +42,7 @@ import msgspec
 from models.llm import ChatMessage, ChatModel, ContentPart, ImageInput, LLMError, LLMReply, Role
 from models.llm.errors import ParseError
 from models.llm.opvocab import operation_from_call
-from models.llm.replytext import clean_reply, degenerate
+from models.llm.replytext import clean_reply, degenerate, with_original_text
 from protocol.operations import (
     DIRECTIONS,
     LINE_BREAKS,
@@ -449,6 +449,7 @@ def parse_planner_reply(text: str) -> PlannerReply:
         op = js[0]
     else:
         op = parse_operation(action_text)
+    op = with_original_text(op, text)
     return PlannerReply(
         last_before("observation"), last_before("thought"), op, action_text,
         summary=fields.get("summary", ""), progress=fields.get("progress", ""),

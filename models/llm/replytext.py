@@ -10,6 +10,10 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+import msgspec
+
+from protocol.operations import Operation
+
 from models.llm.errors import ParseError
 
 # Full-width and typographic punctuation models (CJK-trained ones above all) write in place
@@ -23,6 +27,31 @@ _PUNCT = str.maketrans({
 
 def normalize_punctuation(text: str) -> str:
     return text.translate(_PUNCT)
+
+
+def original_spelling(value: str, original: str) -> str:
+    """``value``, read from the normalised reply, as ``original`` spelled it: typed text and
+    names keep their full-width commas and quotes ("你好，世界" must be typed as written).
+    Normalising maps one character to one, so the last span of ``original`` whose normalised
+    form is ``value`` is the one the parser read."""
+    at = normalize_punctuation(original).rfind(value)
+    return original[at:at + len(value)] if at >= 0 else value
+
+
+# The operations' free-text fields (protocol.operations); positions and directions are
+# vocabulary words, not text.
+_TEXT_FIELDS = frozenset({"name", "text", "description", "question"})
+
+
+def with_original_text(op: Operation, original: str) -> Operation:
+    """``op`` with each free-text argument restored by ``original_spelling``."""
+    changes = {
+        f: original_spelling(v, original)
+        for f in op.__struct_fields__
+        if f in _TEXT_FIELDS and isinstance(v := getattr(op, f), str) and v
+    }
+    return msgspec.structs.replace(op, **changes) if changes else op
+
 
 
 # Reasoning blocks: their content is prose that may mention actions and coordinates.

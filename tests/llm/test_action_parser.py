@@ -7,6 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from models.llm.react import ParseError, parse_operation, parse_planner_reply
+from models.llm.replytext import normalize_punctuation
 from protocol.operations import (
     DIRECTIONS,
     POSITIONS,
@@ -157,8 +158,12 @@ def test_bad_replies(reply: str, why: str) -> None:
 
 # -- round trip: parse(format(op)) == op for every op with a canonical form
 
+FULL_WIDTH = "".join(c for c in map(chr, range(0x2000, 0x10000)) if normalize_punctuation(c) != c)
+# Without the full-width punctuation the parser normalises: an argument made of it alone
+# ("Open app (）)") is ambiguous; full-width punctuation inside text is tested below.
 texts = st.text(
-    alphabet=st.characters(exclude_categories=["Cs"]), min_size=1, max_size=40
+    alphabet=st.characters(exclude_categories=["Cs"], exclude_characters=FULL_WIDTH),
+    min_size=1, max_size=40,
 ).map(str.strip).filter(lambda t: t != "" and operation_problem(TypeText(t)) is None)
 
 operations: st.SearchStrategy[Operation] = st.one_of(
@@ -235,3 +240,17 @@ def test_hostile_inputs_fail_cleanly(hostile: str) -> None:
 )
 def test_position_synonyms(text: str, position: str) -> None:
     assert parse_operation(text) == ClickIcon("x", position)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("reply", "op"),
+    [
+        ("Action: Type (你好，世界。)", TypeText("你好，世界。")),
+        ("Action：Type（＂你好，世界＂）", TypeText("你好，世界")),
+        ("Action: Open app (\u201c微信\u201d)", OpenApp("微信")),
+        ("Action: Click text (Terms；Privacy)", ClickText("Terms；Privacy")),
+    ],
+)
+def test_full_width_punctuation_inside_text_is_kept(reply: str, op: Operation) -> None:
+    # The grammar's punctuation may be full-width; the text the user typed or named keeps it.
+    assert parse_planner_reply(reply).action == op

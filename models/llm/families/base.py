@@ -20,7 +20,7 @@ from PIL import Image
 from models.llm import ChatMessage
 from models.llm.errors import ParseError
 from models.llm.react import PlannerInput, planner_messages
-from models.llm.replytext import degenerate
+from models.llm.replytext import degenerate, with_original_text
 from protocol.operations import LongPressPoint, Operation, SwipePoints, TapPoint
 
 # "image": pixels of the image the model received; "relative": 0..scale on both axes.
@@ -180,7 +180,8 @@ class FamilyBase:
             if why is not None:
                 raise ParseError(f"{why}; answer with one action", text)
         r = self.parse_model(text, tool_calls)
-        return msgspec.structs.replace(r, operation=map_operation(r.operation, geom))
+        op = r.operation if tool_calls else with_original_text(r.operation, text)
+        return msgspec.structs.replace(r, operation=map_operation(op, geom))
 
 
 def require(args: Mapping[str, Any], key: str, call: str) -> Any:
