@@ -92,7 +92,7 @@ async def test_malformed_replies_are_reasked_and_never_executed(
         planner_reply("Open app (Settings)"),
         # step 2: out of format three times: nothing may run
         "Action: Stop the world",
-        "Observation: x\nThought: y\nAction: Tap (Display)",
+        "Observation: x\nThought: y\nAction: Fly (Display)",  # (Tap is a synonym now)
         "Observation: x\nThought: y\nAction: Click text (Display",
         # step 3: give up cleanly
         planner_reply("Stop"),
