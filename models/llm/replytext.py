@@ -12,9 +12,8 @@ from collections.abc import Sequence
 
 import msgspec
 
-from protocol.operations import Operation
-
 from models.llm.errors import ParseError
+from protocol.operations import Operation
 
 # Full-width and typographic punctuation models (CJK-trained ones above all) write in place
 # of the ASCII the grammars use. Only punctuation: letters and CJK text are left as written.
