@@ -476,7 +476,7 @@ def main(argv: list[str] | None = None) -> int:
     os.environ["ANDROID_ADB_SERVER_PORT"] = str(adb_port)
     os.environ["ADB_EMU"] = "0"
     from sim.fleet import ensure_adb_server, find_adb
-    from tests.fixtures.openai_server import (
+    from bench.openai_loopback import (
         Behaviour,
         OpenAIServer,
         RecordedRequest,

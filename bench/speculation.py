@@ -27,7 +27,7 @@ from protocol.messages import Instruction, Msg, StepTiming
 from protocol.operations import format_operation
 from sim.eval.tasks import get_task
 from sim.fleet import SimFleet
-from tests.fixtures.openai_server import Behaviour, OpenAIServer, planner_reply
+from bench.openai_loopback import Behaviour, OpenAIServer, planner_reply
 
 
 class _NoBus:
