@@ -105,7 +105,10 @@ class LLMPolicy:
         fam = getattr(getattr(settings, "family", None), "planner", "react")
         model_for = getattr(settings, "model_for", None)
         model = model_for("planner") if callable(model_for) else ""
-        side = getattr(settings, "max_image_side", None)
+        # The planner role's image size: the family's coordinates refer to that image.
+        role_config = getattr(self.llm, "role_config", None)
+        side = getattr(role_config("planner") if callable(role_config) else settings,
+                       "max_image_side", None)
         return get_family(str(fam), str(model), max_image_side=side if isinstance(side, int) else None)
 
     @property

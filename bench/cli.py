@@ -19,6 +19,7 @@ BENCHMARKS = {
     "ocr_speed": "OCR seconds per frame, each set-up in its own process (--data DIR)",
     "speculation": "what speculative OCR saves while the planner waits",
     "mobile_eval": "Mobile-Eval-sim: SU / PS / RE / CR per tier",
+    "model_families": "Mobile-Eval-sim per model family, a stand-in model on loopback (--noise p)",
     "fleet": "steps/s and per-step overhead for 1..N phones",
 }
 

@@ -475,13 +475,13 @@ def main(argv: list[str] | None = None) -> int:
     adb_port = free_port()
     os.environ["ANDROID_ADB_SERVER_PORT"] = str(adb_port)
     os.environ["ADB_EMU"] = "0"
-    from sim.fleet import ensure_adb_server, find_adb
-    from tests.fixtures.openai_server import (
+    from bench.openai_loopback import (
         Behaviour,
         OpenAIServer,
         RecordedRequest,
         planner_reply,
     )
+    from sim.fleet import ensure_adb_server, find_adb
 
     ensure_adb_server(adb_port)
     counter = {"i": 0}

@@ -164,7 +164,9 @@ FULL_WIDTH = "".join(c for c in map(chr, range(0x2000, 0x10000)) if normalize_pu
 texts = st.text(
     alphabet=st.characters(exclude_categories=["Cs"], exclude_characters=FULL_WIDTH),
     min_size=1, max_size=40,
-).map(str.strip).filter(lambda t: t != "" and operation_problem(TypeText(t)) is None)
+).map(str.strip).filter(lambda t: t != "" and operation_problem(TypeText(t)) is None
+                        # a quoted argument is read unquoted (models quote what they type)
+                        and not (len(t) >= 2 and t[0] in "\"'`" and t[-1] == t[0]))
 
 operations: st.SearchStrategy[Operation] = st.one_of(
     texts.map(OpenApp),

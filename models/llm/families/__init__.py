@@ -53,27 +53,29 @@ def auto_family_name(model: str) -> str:
 
 
 def get_family(name: str, model: str = "", *, max_image_side: int | None = None) -> Family:
-    """The family ``name`` (``auto``: from ``model``), with the variant ``model`` implies.
-    Unknown names raise ``ValueError`` naming the known ones."""
+    """The family ``name`` (``auto``: from ``model``), with the variant ``model`` implies;
+    ``max_image_side``: the planner role's ``llm.max_image_side`` (None: the screenshot is
+    sent at the screen's size). Unknown names raise ``ValueError`` naming the known ones."""
     n = name.strip().lower()
     if n == "auto":
         n = auto_family_name(model)
+    side = max_image_side
     if n in ("uitars-1.5", "uitars-1.0"):
-        return UITarsFamily(n.split("-")[1])
+        return UITarsFamily(n.split("-")[1], side)
     if n in ("qwen2.5", "qwen3"):
-        return QwenFamily(n[4:])
+        return QwenFamily(n[4:], side)
     if n == "react":
-        return ReactFamily(max_image_side)
+        return ReactFamily(side)
     if n == "tools":
-        return ToolsFamily()
+        return ToolsFamily(side)
     if n == "json":
-        return JsonFamily()
+        return JsonFamily(side)
     if n == "uitars":
-        return UITarsFamily(_uitars_variant(model) if model else "1.5")
+        return UITarsFamily(_uitars_variant(model) if model else "1.5", side)
     if n == "qwen":
-        return QwenFamily(_qwen_variant(model) if model else "2.5")
+        return QwenFamily(_qwen_variant(model) if model else "2.5", side)
     if n == "autoglm":
-        return AutoGLMFamily()
+        return AutoGLMFamily(side)
     raise ValueError(
         f"unknown model family {name!r}: use one of {', '.join(FAMILY_NAMES)}, or auto"
     )

@@ -9,7 +9,7 @@ are ``do(action=...)`` with ``Launch`` (app), ``Tap`` / ``Double Tap`` / ``Long 
 ``finish(message=...)``. Tags are often left unclosed.
 
 Coordinates: 0–999 relative to the screen on each axis (the handler divides by 1000).
-Image: the screenshot as captured.
+Image: the screen fitted within ``llm.max_image_side``.
 """
 
 from __future__ import annotations
@@ -97,7 +97,8 @@ class AutoGLMFamily(FamilyBase):
     system_prompt = SYSTEM
 
     def geometry(self, screen_w: int, screen_h: int) -> Geometry:
-        return Geometry(screen_w, screen_h, screen_w, screen_h, "relative", 1000)
+        sw, sh = self.sent_size(screen_w, screen_h)
+        return Geometry(screen_w, screen_h, sw, sh, "relative", 1000)
 
     def parse_model(self, text: str, tool_calls: Sequence[ToolCall]) -> FamilyReply:
         cleaned = clean_reply(text)

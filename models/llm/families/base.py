@@ -28,7 +28,11 @@ Convention = Literal["image", "relative"]
 
 
 class Geometry(msgspec.Struct, frozen=True):
-    """The screen, the image the model saw, and how the model's numbers map to the screen."""
+    """The screen, the image the model saw, and how the model's numbers map to the screen.
+
+    ``image_w`` x ``image_h`` is the image the model's pixel coordinates refer to; ``sent_w``
+    x ``sent_h`` the screenshot as the client sends it, when that differs (a Qwen-VL or
+    UI-TARS server smart-resizes what it receives, and the model answers in that size)."""
 
     screen_w: int
     screen_h: int
@@ -36,6 +40,14 @@ class Geometry(msgspec.Struct, frozen=True):
     image_h: int
     convention: Convention = "image"
     scale: int = 1000  # for "relative": the coordinate that means the far edge
+    sent_w: int = 0  # 0: the image as the model saw it (image_w x image_h)
+    sent_h: int = 0
+
+    @property
+    def sent_size(self) -> tuple[int, int]:
+        """(width, height) of the screenshot as sent."""
+        return (self.sent_w, self.sent_h) if self.sent_w and self.sent_h else (
+            self.image_w, self.image_h)
 
     def to_device(self, x: float, y: float) -> tuple[int, int]:
         if self.convention == "relative":
@@ -74,6 +86,15 @@ def smart_resize(
         h = math.ceil(height * beta / factor) * factor
         w = math.ceil(width * beta / factor) * factor
     return h, w
+
+
+def fit_within(width: int, height: int, max_side: int | None) -> tuple[int, int]:
+    """(width, height) scaled down, keeping the aspect ratio, so that the longer side is at
+    most ``max_side`` (the client's ``max_image_side``); unchanged when it fits or is None."""
+    if max_side is None or max(width, height) <= max_side:
+        return width, height
+    f = max_side / max(width, height)
+    return max(1, round(width * f)), max(1, round(height * f))
 
 
 def image_size(image: bytes) -> tuple[int, int]:
@@ -143,20 +164,30 @@ def map_operation(op: Operation, geom: Geometry) -> Operation:
 
 class FamilyBase:
     """The shared part: degenerate-reply check, mapping, and a planner prompt that is the
-    ReAct one with this family's system prompt."""
+    ReAct one with this family's system prompt.
+
+    ``max_image_side`` is the planner role's ``llm.max_image_side``: the client never sends
+    a larger image, so the screenshot is sent at the screen's size fitted within it, and the
+    coordinates refer to that image (or to what the family's server resizes it to)."""
 
     name = ""
     system_prompt = ""
 
+    def __init__(self, max_image_side: int | None = None) -> None:
+        self.max_image_side = max_image_side
+
+    def sent_size(self, screen_w: int, screen_h: int) -> tuple[int, int]:
+        return fit_within(screen_w, screen_h, self.max_image_side)
+
     def geometry(self, screen_w: int, screen_h: int) -> Geometry:
-        return Geometry(screen_w, screen_h, screen_w, screen_h, "image")
+        return Geometry(screen_w, screen_h, *self.sent_size(screen_w, screen_h), "image")
 
     def planner_messages(
         self, inp: PlannerInput, geom: Geometry, *, keep_screenshots: int = 1
     ) -> list[ChatMessage]:
-        # The image at the size this family's coordinates refer to. (The client may still
-        # downscale past llm.max_image_side: set that at least as large as this image.)
-        shot = resize_png(inp.screenshot, (geom.image_w, geom.image_h))
+        # The screenshot at exactly the size the geometry assumes (within max_image_side,
+        # so the client sends it as it is).
+        shot = resize_png(inp.screenshot, geom.sent_size)
         msgs = planner_messages(msgspec.structs.replace(inp, screenshot=shot),
                                 keep_screenshots=keep_screenshots)
         system = self.system_prompt.replace("{width}", str(geom.image_w)).replace(

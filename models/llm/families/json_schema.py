@@ -4,7 +4,7 @@
 ``{"thought": ..., "op": <llm parse vocabulary>, "args": {...}}``.
 
 Coordinates: pixels of the screenshot as sent, whose size the prompt states. Image: the
-screenshot as captured.
+screen fitted within ``llm.max_image_side``.
 """
 
 from __future__ import annotations

@@ -9,7 +9,8 @@ coordinate2), ``type`` (text), ``key`` (text), ``system_button`` (button: Back, 
 Menu, Enter), ``open`` (text), ``wait``, ``answer`` (text), ``terminate`` (status).
 
 Coordinates: Qwen2.5-VL answers absolute pixels of the image it received, which is the
-screenshot smart-resized (factor 28, at most 12845056 pixels); Qwen3-VL and GUI-Owl answer
+screenshot as sent (the screen fitted within ``llm.max_image_side``) smart-resized by the
+server's processor (factor 28, at most 12845056 pixels); Qwen3-VL and GUI-Owl answer
 0–1000 relative (their images are smart-resized with factor 32, which the numbers no
 longer depend on). The model name picks the variant (``qwen2.5`` or ``qwen3``).
 """
@@ -132,7 +133,8 @@ def _decode_args(raw: object) -> Mapping[str, Any]:
 class QwenFamily(FamilyBase):
     name = "qwen"
 
-    def __init__(self, variant: str = "2.5") -> None:
+    def __init__(self, variant: str = "2.5", max_image_side: int | None = None) -> None:
+        super().__init__(max_image_side)
         if variant not in ("2.5", "3"):
             raise ValueError(f"unknown Qwen-VL variant {variant!r}: 2.5 or 3")
         self.variant = variant
@@ -140,11 +142,13 @@ class QwenFamily(FamilyBase):
         self.system_prompt = SYSTEM.replace("{coords}", coords)
 
     def geometry(self, screen_w: int, screen_h: int) -> Geometry:
+        # The server smart-resizes the image it receives; Qwen2.5-VL answers in that size.
+        sw, sh = self.sent_size(screen_w, screen_h)
         if self.variant == "2.5":
-            h, w = smart_resize(screen_h, screen_w, factor=28, min_pixels=3136, max_pixels=12845056)
-            return Geometry(screen_w, screen_h, w, h, "image")
-        h, w = smart_resize(screen_h, screen_w, factor=32, min_pixels=4096, max_pixels=16777216)
-        return Geometry(screen_w, screen_h, w, h, "relative", 1000)
+            h, w = smart_resize(sh, sw, factor=28, min_pixels=3136, max_pixels=12845056)
+            return Geometry(screen_w, screen_h, w, h, "image", sent_w=sw, sent_h=sh)
+        h, w = smart_resize(sh, sw, factor=32, min_pixels=4096, max_pixels=16777216)
+        return Geometry(screen_w, screen_h, w, h, "relative", 1000, sent_w=sw, sent_h=sh)
 
     def parse_model(self, text: str, tool_calls: Sequence[ToolCall]) -> FamilyReply:
         if tool_calls:

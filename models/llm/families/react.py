@@ -22,16 +22,6 @@ from models.llm.react import PlannerInput, parse_planner_reply, planner_messages
 class ReactFamily(FamilyBase):
     name = "react"
 
-    def __init__(self, max_image_side: int | None = None) -> None:
-        self.max_image_side = max_image_side
-
-    def geometry(self, screen_w: int, screen_h: int) -> Geometry:
-        side = self.max_image_side
-        if side is None or max(screen_w, screen_h) <= side:
-            return Geometry(screen_w, screen_h, screen_w, screen_h)
-        f = side / max(screen_w, screen_h)
-        return Geometry(screen_w, screen_h, round(screen_w * f), round(screen_h * f))
-
     def planner_messages(
         self, inp: PlannerInput, geom: Geometry, *, keep_screenshots: int = 1
     ) -> list[ChatMessage]:

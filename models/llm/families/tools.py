@@ -5,7 +5,8 @@ and Ollama's ``tools`` answer in the same ``tool_calls`` shape; a server that pu
 in the text as ``{"name": ..., "arguments": ...}`` is read too.
 
 Coordinates (``tap_point``, ``long_press`` with x/y, ``swipe`` with x1..y2): pixels of the
-screenshot as sent, whose size the prompt states. Image: the screenshot as captured.
+screenshot as sent, whose size the prompt states. Image: the screen fitted within
+``llm.max_image_side``.
 """
 
 from __future__ import annotations

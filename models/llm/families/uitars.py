@@ -10,7 +10,8 @@ Reply: ``Thought: ...`` then ``Action: <call>``, the call one of ``click(start_b
 ``<point>x y</point>`` or a box (its centre).
 
 Coordinates: UI-TARS-1.5 answers absolute pixels of the image it received, which is the
-screenshot smart-resized (factor 28, between 100·28² and 16384·28² pixels); UI-TARS 1.0
+screenshot as sent (the screen fitted within ``llm.max_image_side``) smart-resized by the
+server's processor (factor 28, between 100·28² and 16384·28² pixels); UI-TARS 1.0
 (the 2B/7B/72B SFT and DPO models) answers 0–1000 relative to the image. The model name
 picks the variant; ``uitars-1.5`` / ``uitars-1.0`` name it explicitly.
 """
@@ -142,7 +143,8 @@ def call_to_operation(call: Call) -> Operation:
 class UITarsFamily(FamilyBase):
     name = "uitars"
 
-    def __init__(self, variant: str = "1.5") -> None:
+    def __init__(self, variant: str = "1.5", max_image_side: int | None = None) -> None:
+        super().__init__(max_image_side)
         if variant not in ("1.0", "1.5"):
             raise ValueError(f"unknown UI-TARS variant {variant!r}: 1.0 or 1.5")
         self.variant = variant
@@ -153,8 +155,11 @@ class UITarsFamily(FamilyBase):
         self.system_prompt = SYSTEM.replace("{convention}", convention)
 
     def geometry(self, screen_w: int, screen_h: int) -> Geometry:
-        h, w = smart_resize(screen_h, screen_w, factor=28, min_pixels=MIN_PIXELS, max_pixels=MAX_PIXELS)
-        return Geometry(screen_w, screen_h, w, h, "image" if self.variant == "1.5" else "relative")
+        # The server smart-resizes the image it receives; the model answers in that size.
+        sw, sh = self.sent_size(screen_w, screen_h)
+        h, w = smart_resize(sh, sw, factor=28, min_pixels=MIN_PIXELS, max_pixels=MAX_PIXELS)
+        return Geometry(screen_w, screen_h, w, h, "image" if self.variant == "1.5" else "relative",
+                        sent_w=sw, sent_h=sh)
 
     def parse_model(self, text: str, tool_calls: Sequence[ToolCall]) -> FamilyReply:
         cleaned = clean_reply(text)

@@ -1,0 +1,735 @@
+"""Model families on Mobile-Eval-sim: each family's prompt, request options, parser and
+coordinate convention through the real agent, with a stand-in model on the loopback server.
+
+    mobagent bench model_families --families react,tools,json,uitars,qwen,autoglm \\
+        --noise 0.1 --seeds 0-2 --devices 4 --out DIR [--tasks settings-1,Notes] [--tiers 1]
+        [--oracle] [--llm-timeout-s 5] [--set SECTION.KEY=VALUE]
+
+THE MODEL IS A BENCHMARK-ONLY STAND-IN (``StandInModel``), not a model: it knows each
+task's reference solution (``host/oracle.py``'s ``OraclePolicy`` decides what to do, and is
+the perfect chooser) and, for the coordinate families (uitars, qwen, autoglm), reads the
+target's box from the simulated phone's ground truth (``sim.eval.ground_truth.resolve``).
+It answers over HTTP on the loopback OpenAI-compatible server (``bench/openai_loopback.py``)
+in the family's own format and coordinate space, computed from the image the server
+received the way that model works (UI-TARS-1.5 and Qwen2.5-VL: pixels of the image their
+server smart-resizes; UI-TARS 1.0, Qwen3-VL and AutoGLM: 0-1000 relative; react, tools
+and json name their target by text). Everything else is the product: the agent's planner
+actor with ``llm.family.planner`` set to the family, the real client (retries, rate
+limits), the family's parser and mapping, perception (OCR, icons, snapping a model's
+point), the actuator over adb, the reflector and the recorder.
+
+``--noise p``: a share p of the stand-in's answers go wrong as real ones do, one of
+- malformed in the family's typical ways (truncated calls, ``start_box='='``, text with no
+  tool call, broken JSON, one word repeated): the product must re-ask, never execute;
+- a point off by up to 1.5x the target's half-size (coordinate answers only): perception
+  keeps it, snaps it, or uses it as given;
+- a timeout (no answer within ``llm.timeout_s``), a burst of 1-4 429s with ``Retry-After``
+  in seconds or as an HTTP date, a 500: the client must retry within ``llm.retry_budget_s``.
+Draws are per episode (seeded by family, task and seed), so a rerun answers alike.
+
+Scores, per family: SU (the task's own check on the phone), ``parse_failures`` (unusable
+replies the product re-asked or dropped, read from the recorded events: LLM calls minus
+decisions, per role), ``malformed_sent`` (what the stand-in meant as such), ``retries``
+(transient failures the server sent), ``episodes_failed_by_transient_errors`` (episodes that
+ended failed with an LLM transport error), ``snapped`` (Grounded events with source
+``snapped``), and ``image_tokens_per_task``: GPT-4o's tiling rule (high detail: fit in
+2048x2048, shortest side at most 768, 170 per 512-px tile + 85; low: 85) over the images
+of every answered request, next to Mobile-Agent v1's scheme for the same calls (the current
+screen at full size plus every earlier screenshot of the episode at half size, in every
+call). ``--oracle`` runs the oracle planner on the same tasks and seeds first, for SU.
+
+The benchmark sets ``llm.requests_per_minute`` high (the loopback has no quota) and
+``llm.timeout_s`` to ``--llm-timeout-s`` (default 5 s, so a timeout costs seconds, not a
+minute). Output: per family DIR/<family>/ (results.json, episodes), a table, and last one
+JSON line ``{"families": {name: {...}}, "oracle_SU": ..., ...}``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import email.utils
+import json
+import math
+import os
+import random
+import re
+import sys
+import threading
+import time
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+if __package__ in (None, ""):  # run as a script: make the repo importable
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import anyio  # noqa: E402
+import msgspec  # noqa: E402
+
+from actors.config import AgentConfig, load_agent_config  # noqa: E402
+from actors.planner import Choice, Completion, Decision, LLMPolicy, Policy, StepContext  # noqa: E402
+from bench.mobile_eval import parse_ints  # noqa: E402
+from bench.openai_loopback import Behaviour, OpenAIServer, RecordedRequest  # noqa: E402
+from host.eval import SuiteResult, oracle_policy, run_suite  # noqa: E402
+from host.oracle import OraclePolicy  # noqa: E402
+from protocol.operations import (  # noqa: E402
+    Back,
+    ClickIcon,
+    ClickText,
+    Exit,
+    OpenApp,
+    Operation,
+    PageDown,
+    PageUp,
+    Stop,
+    TypeText,
+    Wait,
+    format_operation,
+)
+from runtime.config import ConfigError, default_config_path  # noqa: E402
+from runtime.log import configure_logging  # noqa: E402
+from sim.eval.ground_truth import resolve  # noqa: E402
+from sim.eval.task import Task  # noqa: E402
+from sim.eval.tasks import TASKS  # noqa: E402
+from sim.phone import SimPhone  # noqa: E402
+
+FAMILIES = ("react", "tools", "json", "uitars", "qwen", "autoglm")
+# The model each family's stand-in poses as: the name picks the family's variant (auto).
+MODELS = {
+    "react": "gpt-4o", "tools": "gpt-4o", "json": "gpt-4o",
+    "uitars": "ui-tars-1.5-7b", "uitars-1.0": "ui-tars-7b-sft",
+    "qwen": "qwen2.5-vl-7b-instruct", "qwen3": "qwen3-vl-8b-instruct",
+    "autoglm": "autoglm-phone-9b",
+}
+COORDINATE = ("uitars", "uitars-1.0", "qwen", "qwen3", "autoglm")
+TRANSIENT_REASON = re.compile(r"LLM(Unavailable|Timeout)|retry budget|gave up after")
+
+
+# ---- the coordinate spaces, as each model works (independent of the product's code) ---------
+
+
+def smart_resize(h: int, w: int, factor: int, min_px: int, max_px: int) -> tuple[int, int]:
+    """qwen-vl-utils' rule (what a Qwen2-VL-style server does to an image it receives)."""
+    hh, ww = max(factor, round(h / factor) * factor), max(factor, round(w / factor) * factor)
+    if hh * ww > max_px:
+        beta = math.sqrt(h * w / max_px)
+        hh = max(factor, math.floor(h / beta / factor) * factor)
+        ww = max(factor, math.floor(w / beta / factor) * factor)
+    elif hh * ww < min_px:
+        beta = math.sqrt(min_px / (h * w))
+        hh, ww = math.ceil(h * beta / factor) * factor, math.ceil(w * beta / factor) * factor
+    return hh, ww
+
+
+def model_space(family: str, received: tuple[int, int]) -> tuple[float, float]:
+    """The numbers that mean the far right and bottom edge, for a model of ``family`` that
+    received an image of ``received`` (w, h)."""
+    w, h = received
+    if family == "uitars":  # UI-TARS-1.5: pixels of the smart-resized image
+        hh, ww = smart_resize(h, w, 28, 100 * 28 * 28, 16384 * 28 * 28)
+        return ww, hh
+    if family == "qwen":  # Qwen2.5-VL: the same, its own bounds
+        hh, ww = smart_resize(h, w, 28, 3136, 12845056)
+        return ww, hh
+    if family in ("uitars-1.0", "qwen3", "autoglm"):
+        return 1000.0, 1000.0
+    return float(w), float(h)
+
+
+def gpt4o_image_tokens(size: tuple[int, int], detail: str | None = None) -> int:
+    """OpenAI's published rule for GPT-4o image input tokens."""
+    if detail == "low":
+        return 85
+    w, h = float(size[0]), float(size[1])
+    if max(w, h) > 2048:
+        f = 2048 / max(w, h)
+        w, h = w * f, h * f
+    if min(w, h) > 768:
+        f = 768 / min(w, h)
+        w, h = w * f, h * f
+    return 85 + 170 * math.ceil(w / 512) * math.ceil(h / 512)
+
+
+# ---- what the stand-in is asked, per episode --------------------------------------------------
+
+
+@dataclass
+class Intent:
+    """The answer the stand-in is to give to the episode's next request."""
+
+    kind: Literal["plan", "choose", "complete"]
+    op: Operation | None = None  # plan: what the reference says to do
+    box: tuple[int, int, int, int] | None = None  # plan: its target, device pixels
+    choice: int | None = None  # choose: the right box, None for "none"
+    earlier_screens: int = 0  # screenshots the episode had before this one (v1's scheme)
+
+
+@dataclass
+class Board:
+    """One episode as the stand-in sees it."""
+
+    family: str
+    phone_key: str  # one board per phone: its episode now
+    instruction: str  # as the prompts show it (one line)
+    screen: tuple[int, int]
+    rng: random.Random
+    intent: Intent | None = None
+    burst_left: int = 0
+    retry_after: str = "1"
+    stats: Counter[str] = field(default_factory=Counter)
+
+
+def one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+class StandInModel:
+    """BENCHMARK-ONLY STAND-IN for a model of ``family``: answers each request with what
+    the episode's ``Intent`` says, in the family's format (see the module docstring)."""
+
+    def __init__(self, family: str, *, noise: float, timeout_s: float, seed: int = 0) -> None:
+        self.family = family
+        self.noise = noise
+        self.timeout_s = timeout_s
+        self.seed = seed
+        self._boards: dict[str, Board] = {}  # by phone
+        self._lock = threading.Lock()
+        self.stats: Counter[str] = Counter()
+
+    def register(self, task: Task, phone: SimPhone, key: str) -> Board:
+        rng = random.Random(f"{self.family}/{task.task_id()}/{task.seed}/{self.seed}")
+        board = Board(self.family, key, one_line(task.instruction),
+                      (phone.info.width, phone.info.height), rng)
+        with self._lock:
+            old = self._boards.pop(key, None)
+            if old is not None:
+                self.stats.update(old.stats)
+            if any(b.instruction == board.instruction for b in self._boards.values()):
+                raise RuntimeError(f"two episodes at once with the instruction {task.instruction!r}")
+            self._boards[key] = board
+        return board
+
+    def close(self) -> None:
+        with self._lock:
+            for b in self._boards.values():
+                self.stats.update(b.stats)
+            self._boards.clear()
+
+    def _board_for(self, req: RecordedRequest) -> Board | None:
+        text = one_line("\n".join(req.texts()))
+        with self._lock:
+            found = [b for b in self._boards.values() if b.instruction in text]
+        return max(found, key=lambda b: len(b.instruction)) if found else None
+
+    # -- the server's policy (runs on the server's threads)
+    def answer(self, req: RecordedRequest) -> Behaviour:
+        board = self._board_for(req)
+        if board is None or board.intent is None:
+            return Behaviour.error(400, "stand-in: no episode is waiting for this request")
+        st, rng, intent = board.stats, board.rng, board.intent
+        if board.burst_left > 0:
+            board.burst_left -= 1
+            st["retries"] += 1
+            return Behaviour.error(429, "Rate limit reached (stand-in burst)",
+                                   headers={"Retry-After": board.retry_after})
+        wrong = None
+        if rng.random() < self.noise:
+            kinds = ["malformed", "timeout", "429", "500"]
+            if self._points(intent):
+                kinds.append("point")
+            wrong = rng.choice(kinds)
+        if wrong == "timeout":
+            st["retries"] += 1
+            return Behaviour.reply("(too late)", delay_s=self.timeout_s + 1.5)
+        if wrong == "500":
+            st["retries"] += 1
+            return Behaviour.error(500, "The server had an error (stand-in)")
+        if wrong == "429":
+            st["retries"] += 1
+            board.burst_left = rng.randint(0, 3)
+            wait = rng.choice([1, 2])
+            board.retry_after = (str(wait) if rng.random() < 0.5
+                                 else email.utils.formatdate(time.time() + wait, usegmt=True))
+            return Behaviour.error(429, "Rate limit reached (stand-in)",
+                                   headers={"Retry-After": board.retry_after})
+        self._count_images(board, req, intent)
+        if wrong == "malformed":
+            st["malformed_sent"] += 1
+            return self._malformed(board, intent)
+        if wrong == "point":
+            st["points_off"] += 1
+        return self._reply(board, req, intent, off=wrong == "point")
+
+    def _points(self, intent: Intent) -> bool:
+        return (intent.kind == "plan" and self.family in COORDINATE
+                and isinstance(intent.op, ClickText | ClickIcon) and intent.box is not None)
+
+    def _count_images(self, board: Board, req: RecordedRequest, intent: Intent) -> None:
+        images = req.images()
+        board.stats["calls"] += 1
+        board.stats["image_tokens"] += sum(gpt4o_image_tokens(im.size, im.detail) for im in images)
+        # Mobile-Agent v1: the current screen as captured, every earlier one at half size.
+        w, h = board.screen
+        board.stats["v1_image_tokens"] += (gpt4o_image_tokens((w, h))
+                                           + intent.earlier_screens
+                                           * gpt4o_image_tokens((w // 2, h // 2)))
+
+    # -- answers
+    def _reply(self, board: Board, req: RecordedRequest, intent: Intent, *, off: bool) -> Behaviour:
+        rng = board.rng
+        if intent.kind == "choose":
+            return Behaviour.reply("Box: none" if intent.choice is None else f"Box: {intent.choice}")
+        if intent.kind == "complete":
+            return Behaviour.reply("Complete: yes\nReason: every step of the instruction is done.")
+        op = intent.op or Stop()
+        point = None
+        if self._points(intent):
+            point = self._point(board, req, intent, off=off)
+        fam = self.family
+        if fam == "react":
+            action = format_operation(op)
+            lead = rng.choice(["", "<think>The screen shows what I need.</think>\n"])
+            label = rng.choice(["Action:", "**Action:**"])
+            return Behaviour.reply(f"{lead}Observation: the screen.\nThought: the next step "
+                                   f"of the instruction.\n{label} {action}")
+        if fam == "tools":
+            name, args = _vocabulary(op)
+            offered = {t.get("function", {}).get("name") for t in (req.body or {}).get("tools", [])}
+            if name not in offered:  # a model can only call what it was offered
+                return Behaviour.reply(f"I would {name}, but there is no such function.")
+            return Behaviour(text=rng.choice([None, "This is the next step."]),
+                             tool_calls=((name, json.dumps(args)),))
+        if fam == "json":
+            if "response_format" not in (req.body or {}):
+                return Behaviour.reply("(no schema was given)")
+            name, args = _vocabulary(op)
+            return Behaviour.reply(json.dumps({"thought": "the next step", "op": name, "args": args}))
+        space = model_space(fam, _received(req))
+        if fam in ("uitars", "uitars-1.0"):
+            return Behaviour.reply("Thought: the next step of the task.\nAction: "
+                                   + _uitars_call(op, point, space, rng))
+        if fam in ("qwen", "qwen3"):
+            call = json.dumps({"name": "mobile_use", "arguments": _qwen_args(op, point, space)})
+            lead = rng.choice(["", "I will do the next step.\n"])
+            return Behaviour.reply(f"{lead}<tool_call>\n{call}\n</tool_call>")
+        if fam == "autoglm":
+            close = rng.choice(["</answer>", ""])  # often never closed
+            return Behaviour.reply(f"<think>The next step of the task.</think><answer>"
+                                   f"{_autoglm_call(op, point, space)}{close}")
+        raise ValueError(f"no stand-in for family {fam!r}")
+
+    def _point(self, board: Board, req: RecordedRequest, intent: Intent, *, off: bool
+               ) -> tuple[float, float]:
+        """The target's centre in the model's space, off by up to 1.5x its half-size when
+        ``off``; never outside the image (a model answers inside what it sees)."""
+        assert intent.box is not None
+        x0, y0, x1, y1 = intent.box
+        cx, cy = (x0 + x1) / 2, (y0 + y1) / 2
+        if off:
+            rng = board.rng
+            cx += rng.choice([-1, 1]) * rng.uniform(0.5, 1.5) * (x1 - x0) / 2
+            cy += rng.choice([-1, 1]) * rng.uniform(0.5, 1.5) * (y1 - y0) / 2
+        sw, sh = board.screen
+        mw, mh = model_space(self.family, _received(req))
+        fx, fy = min(max(cx / sw, 0.0), 0.999), min(max(cy / sh, 0.0), 0.999)
+        return fx * mw, fy * mh
+
+    def _malformed(self, board: Board, intent: Intent) -> Behaviour:
+        rng = board.rng
+        if intent.kind == "choose":
+            return Behaviour.reply(rng.choice(["I think it is the second one.", "Box:"]))
+        if intent.kind == "complete":
+            return Behaviour.reply(rng.choice(["Probably.", "Complete: perhaps"]))
+        loop = " ".join(["click"] * 12)
+        bad: dict[str, list[Behaviour]] = {
+            "react": [Behaviour.reply("Observation: the screen.\nThought: I will do it now."),
+                      Behaviour.reply("Observation: x\nThought: y\nAction: Click text (Save"),
+                      Behaviour.reply("Observation: x\nThought: y\nAction: Fly to (Display)"),
+                      Behaviour.reply(loop)],
+            "tools": [Behaviour.reply("I will tap the button."),
+                      Behaviour.tool_call("click_text", '{"text": "Disp'),
+                      Behaviour.tool_call("click_text", "{}")],
+            "json": [Behaviour.reply('{"thought": "open it", "op": "open_ap'),
+                     Behaviour.reply('{"thought": "x", "op": "teleport", "args": {}}'),
+                     Behaviour.reply("Sure! Here is the action.")],
+            "uitars": [Behaviour.reply("Thought: tap it.\nAction: click(start_box='=')"),
+                       Behaviour.reply("Thought: tap it.\nAction: click(start_box='(23"),
+                       Behaviour.reply("Thought: tap it.\nAction: click()"),
+                       Behaviour.reply("Thought: " + loop)],
+            "qwen": [Behaviour.reply('<tool_call>\n{"name": "mobile_use", "arguments": '
+                                     '{"action": "click", "coordinate": [23'),
+                     Behaviour.reply('<tool_call>\n{"name": "mobile_use", "arguments": {}}\n'
+                                     "</tool_call>"),
+                     Behaviour.reply("I will click the button.")],
+            "autoglm": [Behaviour.reply('<think>tap it</think><answer>do(action="Tap", element=['),
+                        Behaviour.reply("<answer>do()</answer>"),
+                        Behaviour.reply("<think>" + " ".join(["finish"] * 12))],
+        }
+        base = {"uitars-1.0": "uitars", "qwen3": "qwen"}.get(self.family, self.family)
+        return rng.choice(bad[base])
+
+
+def _received(req: RecordedRequest) -> tuple[int, int]:
+    """The size of the last image of the request: the current screen."""
+    images = req.images()
+    if not images:
+        raise ValueError("a planner request without a screenshot")
+    return images[-1].size
+
+
+def _vocabulary(op: Operation) -> tuple[str, dict[str, Any]]:
+    """An operation as ``tools`` function / ``json`` op name and arguments (``llm parse``)."""
+    match op:
+        case OpenApp(name=n):
+            return "open_app", {"name": n}
+        case ClickText(text=t):
+            return "click_text", {"text": t}
+        case ClickIcon(description=d, position=p):
+            return "click_icon", {"description": d, "position": p}
+        case TypeText(text=t):
+            return "type", {"text": t}
+        case PageDown():
+            return "scroll_down", {}
+        case PageUp():
+            return "scroll_up", {}
+        case Back():
+            return "back", {}
+        case Exit():
+            return "home", {}
+        case Wait():
+            return "wait", {}
+        case Stop():
+            return "stop", {}
+    raise ValueError(f"the stand-in has no answer for {op!r}")
+
+
+def _fmt(v: float) -> int:
+    return int(round(v))
+
+
+def _uitars_call(op: Operation, point: tuple[float, float] | None,
+                 space: tuple[float, float], rng: random.Random) -> str:
+    mw, mh = space
+    match op:
+        case ClickText() | ClickIcon() if point is not None:
+            x, y = _fmt(point[0]), _fmt(point[1])
+            box = rng.choice([f"'<|box_start|>({x},{y})<|box_end|>'", f"'({x},{y})'",
+                              f"'<point>{x} {y}</point>'"])
+            return f"click(start_box={box})"
+        case OpenApp(name=n):
+            return f"open_app(app_name='{n}')"
+        case TypeText(text=t):
+            return "type(content='" + t.replace("'", "\\'") + "')"
+        case PageDown():
+            return f"scroll(start_box='({_fmt(mw / 2)},{_fmt(mh / 2)})', direction='down')"
+        case Back():
+            return "press_back()"
+        case Exit():
+            return "press_home()"
+        case Stop():
+            return "finished(content='The task is done.')"
+    return "wait()"  # a target it cannot see: a model waits for the screen
+
+
+def _qwen_args(op: Operation, point: tuple[float, float] | None,
+               space: tuple[float, float]) -> dict[str, Any]:
+    mw, mh = space
+    match op:
+        case ClickText() | ClickIcon() if point is not None:
+            return {"action": "click", "coordinate": [_fmt(point[0]), _fmt(point[1])]}
+        case OpenApp(name=n):
+            return {"action": "open", "text": n}
+        case TypeText(text=t):
+            return {"action": "type", "text": t}
+        case PageDown():  # the finger drags the content up
+            return {"action": "swipe", "coordinate": [_fmt(mw / 2), _fmt(mh * 0.7)],
+                    "coordinate2": [_fmt(mw / 2), _fmt(mh * 0.3)]}
+        case Back():
+            return {"action": "system_button", "button": "Back"}
+        case Exit():
+            return {"action": "system_button", "button": "Home"}
+        case Stop():
+            return {"action": "terminate", "status": "success"}
+    return {"action": "wait", "time": 2}
+
+
+def _autoglm_call(op: Operation, point: tuple[float, float] | None,
+                  space: tuple[float, float]) -> str:
+    match op:
+        case ClickText() | ClickIcon() if point is not None:
+            return f'do(action="Tap", element=[{_fmt(point[0])},{_fmt(point[1])}])'
+        case OpenApp(name=n):
+            return f'do(action="Launch", app="{n}")'
+        case TypeText(text=t):
+            return f'do(action="Type", text="{t}")'
+        case PageDown():
+            return 'do(action="Swipe", start=[500,700], end=[500,300])'
+        case Back():
+            return 'do(action="Back")'
+        case Exit():
+            return 'do(action="Home")'
+        case Stop():
+            return 'finish(message="The task is done.")'
+    return 'do(action="Wait", duration="2 seconds")'
+
+
+# ---- the policy: the real LLM planner, with the stand-in told what to answer -----------------
+
+
+class StandInPolicy:
+    """The agent's ``LLMPolicy`` (the family's prompt, parser and mapping over the real
+    client); before each call the oracle decides what the stand-in is to answer. The
+    oracle sees the history with the operations it meant (a coordinate family's tap stands
+    for the ``Click text`` it was), so its script fixes (retry a step without effect, wait
+    for a target that is not on the screen yet) work for every family."""
+
+    name = "llm"
+
+    def __init__(self, llm: LLMPolicy, oracle: OraclePolicy, board: Board, phone: SimPhone,
+                 coordinates: bool) -> None:
+        self.llm = llm
+        self.oracle = oracle
+        self.board = board
+        self.phone = phone
+        self.coordinates = coordinates
+        self._pending: Operation | None = None
+        self._meant: dict[int, tuple[Operation, bool]] = {}  # history index -> (op, not seen)
+
+    @property
+    def image_view(self) -> tuple[int, int] | None:
+        return self.llm.image_view
+
+    def _oracle_ctx(self, ctx: StepContext) -> StepContext:
+        history = []
+        for i, rec in enumerate(ctx.history):
+            meant = self._meant.get(i)
+            if meant is not None:
+                op, unseen = meant
+                rec = msgspec.structs.replace(rec, action=op,
+                                              result="not found" if unseen else rec.result)
+            history.append(rec)
+        return dataclasses.replace(ctx, history=tuple(history)) if history else ctx
+
+    async def decide(self, ctx: StepContext) -> Decision:
+        if self._pending is None:
+            self._pending = (await self.oracle.decide(self._oracle_ctx(ctx))).operation or Stop()
+        op = self._pending
+        box = None
+        if self.coordinates and isinstance(op, ClickText | ClickIcon):
+            el = await anyio.to_thread.run_sync(resolve, self.phone, op)
+            box = el.bbox if el is not None else None
+        self.board.intent = Intent("plan", op=op, box=box, earlier_screens=len(ctx.history))
+        d = await self.llm.decide(ctx)
+        if d.operation is not None:
+            unseen = self.coordinates and isinstance(op, ClickText | ClickIcon) and box is None
+            self._meant[len(ctx.history)] = (op, unseen)
+            self._pending = None
+        return d
+
+    async def choose(
+        self, ctx: StepContext, target: str, image: bytes, labels: Sequence[int],
+        texts: Sequence[str], points: Sequence[tuple[int, int]] = (), reason: str = "",
+        crops: Sequence[bytes] = (),
+    ) -> Choice:
+        right = await self.oracle.choose(self._oracle_ctx(ctx), target, image, labels, texts,
+                                         points, reason=reason, crops=crops)
+        self.board.intent = Intent("choose", choice=right.index,
+                                   earlier_screens=len(ctx.history))
+        return await self.llm.choose(ctx, target, image, labels, texts, points, reason=reason,
+                                     crops=crops)
+
+    async def check_completion(self, ctx: StepContext) -> Completion:
+        self.board.intent = Intent("complete", earlier_screens=len(ctx.history))
+        return await self.llm.check_completion(ctx)
+
+
+# ---- scoring ---------------------------------------------------------------------------------
+
+
+def _events(directory: str) -> list[dict[str, Any]]:
+    from recording.reader import read_events
+
+    path = Path(directory) / "events.jsonl"
+    events, _ = read_events(path, path.name)
+    return events
+
+
+def event_counts(res: SuiteResult) -> Counter[str]:
+    """What the recorded events say: unusable replies per role, grounding sources."""
+    c: Counter[str] = Counter()
+    for ep in res.episodes:
+        for ev in _events(ep.directory):
+            kind = ev.get("event")
+            if kind == "llm_usage":
+                c[f"calls_{ev.get('purpose')}"] += 1
+            elif kind == "plan" and ev.get("operation") is not None:
+                c["decided_plan"] += 1
+            elif kind == "choice":
+                c["decided_choose"] += 1
+            elif kind == "reflection" and ev.get("verdict") in ("complete", "incomplete") \
+                    and "step budget" not in str(ev.get("reason")):
+                c["decided_reflect"] += 1
+            elif kind == "grounded":
+                c[f"grounded_{ev.get('source')}"] += 1
+    return c
+
+
+def family_summary(res: SuiteResult, model: StandInModel) -> dict[str, Any]:
+    c = event_counts(res)
+    n = max(1, len(res.episodes))
+    failures = sum(max(0, c[f"calls_{k}"] - c[f"decided_{k}"]) for k in ("plan", "choose", "reflect"))
+    transient = [e for e in res.episodes
+                 if e.status == "failed" and TRANSIENT_REASON.search(e.reason or "")]
+    st = model.stats
+    return {
+        "SU": round(sum(r.score.su for r in res.results) / n, 4),
+        "parse_failures": failures,
+        "malformed_sent": st["malformed_sent"],
+        "retries": st["retries"],
+        "episodes_failed_by_transient_errors": len(transient),
+        "snapped": c["grounded_snapped"],
+        "points_off_sent": st["points_off"],
+        "grounded": {k.removeprefix("grounded_"): v for k, v in sorted(c.items())
+                     if k.startswith("grounded_")},
+        "image_tokens_per_task": round(st["image_tokens"] / n, 1),
+        "v1_image_tokens_per_task": round(st["v1_image_tokens"] / n, 1),
+        "image_tokens_vs_v1": round(st["image_tokens"] / st["v1_image_tokens"], 3)
+        if st["v1_image_tokens"] else None,
+        "calls_per_task": round(st["calls"] / n, 2),
+        "n_episodes": len(res.episodes),
+        "failed_reasons": sorted({(e.reason or "")[:160] for e in res.episodes
+                                  if e.status != "succeeded"})[:6],
+        "wall_s": round(res.wall_s, 1),
+    }
+
+
+# ---- running ---------------------------------------------------------------------------------
+
+
+async def run_family(family: str, args: argparse.Namespace, chosen: list[type[Task]],
+                     overrides: list[str]) -> tuple[dict[str, Any], SuiteResult]:
+    from models.llm import LLMClient
+
+    model = StandInModel(family, noise=args.noise, timeout_s=args.llm_timeout_s)
+    with OpenAIServer(policy=model.answer, keep_requests=False) as srv:
+        name = MODELS.get(family, MODELS["react"])
+        cfg = load_agent_config(args.config or default_config_path(), overrides=[
+            f"llm.base_url={srv.base_url}", "llm.api_key=sk-bench-stand-in",
+            f"llm.models.planner={name}", f"llm.family.planner={family}",
+            f"llm.timeout_s={args.llm_timeout_s}", "llm.requests_per_minute=100000",
+            *overrides])
+        async with LLMClient(cfg.llm) as llm:
+            coordinates = family in COORDINATE
+
+            def make(task: Task, phone: SimPhone) -> Policy:
+                board = model.register(task, phone, str(id(phone)))
+                inner = LLMPolicy(llm, keep_screenshots=cfg.agent.keep_screenshots,
+                                  max_reasks=cfg.agent.max_reasks)
+                return StandInPolicy(inner, OraclePolicy(task, phone), board, phone, coordinates)
+
+            try:
+                res = await run_suite(chosen, args.seeds, devices=args.devices,
+                                      out_dir=args.out / family, cfg=cfg, make_policy=make,
+                                      planner=f"stand-in:{family}")
+            finally:
+                model.close()
+    return family_summary(res, model), res
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="mobagent bench model_families",
+                                description=__doc__.split("\n\n")[0])
+    p.add_argument("--families", default=",".join(FAMILIES),
+                   help=f"comma-separated, of {', '.join(MODELS)} (default: the six families)")
+    p.add_argument("--noise", type=float, default=0.1, help="share of answers that go wrong")
+    p.add_argument("--seeds", type=lambda s: parse_ints(s, "seed"), default=[0])
+    p.add_argument("--tiers", type=lambda s: parse_ints(s, "tier"), default=[1, 2, 3])
+    p.add_argument("--tasks", default="", help="comma-separated task ids or app rows (default all)")
+    p.add_argument("--devices", type=int, default=4, help="phones driven at once")
+    p.add_argument("--out", type=Path, required=True, help="results directory")
+    p.add_argument("--oracle", action="store_true",
+                   help="also run the oracle planner on the same tasks and seeds (its SU)")
+    p.add_argument("--llm-timeout-s", type=float, default=5.0,
+                   help="llm.timeout_s for the run (a timeout answer waits past it)")
+    p.add_argument("--config", help="agent config (default: $MOBAGENT_CONFIG or configs/default.toml)")
+    p.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
+                   help="override one config value (repeatable)")
+    return p
+
+
+def _table(rows: dict[str, dict[str, Any]], oracle_su: float | None) -> str:
+    head = (f"{'family':10} {'SU':>5} {'dSU':>6} {'parse_f':>7} {'malf':>5} {'retries':>7} "
+            f"{'transient':>9} {'snapped':>7} {'img_tok':>8} {'v1_tok':>8} {'ratio':>6}")
+    out = [head, "-" * len(head)]
+    for name, r in rows.items():
+        d = "" if oracle_su is None else f"{r['SU'] - oracle_su:+.2f}"
+        out.append(f"{name:10} {r['SU']:5.2f} {d:>6} {r['parse_failures']:7d} "
+                   f"{r['malformed_sent']:5d} {r['retries']:7d} "
+                   f"{r['episodes_failed_by_transient_errors']:9d} {r['snapped']:7d} "
+                   f"{r['image_tokens_per_task']:8.0f} {r['v1_image_tokens_per_task']:8.0f} "
+                   f"{(r['image_tokens_vs_v1'] or 0):6.3f}")
+    return "\n".join(out)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    families = [f.strip() for f in args.families.split(",") if f.strip()]
+    unknown = [f for f in families if f not in MODELS]
+    if unknown or not families:
+        print(f"model_families: unknown family {', '.join(unknown) or '(none)'}: use "
+              f"{', '.join(MODELS)}", file=sys.stderr)
+        return 2
+    if not 0 <= args.noise <= 1 or not 1 <= args.devices <= 64 or args.llm_timeout_s <= 0:
+        print("model_families: --noise is 0..1, --devices 1..64, --llm-timeout-s > 0",
+              file=sys.stderr)
+        return 2
+    wanted = {w.strip() for w in args.tasks.split(",") if w.strip()} or None
+    chosen = [t for t in TASKS if t.tier in args.tiers
+              and (wanted is None or t.task_id() in wanted or t.app in wanted)]
+    if not chosen:
+        print(f"model_families: no task matches --tasks {args.tasks!r}", file=sys.stderr)
+        return 2
+    try:
+        base = load_agent_config(args.config or default_config_path(), overrides=list(args.set))
+    except ConfigError as exc:
+        print(f"model_families: config error: {exc}", file=sys.stderr)
+        return 2
+    configure_logging(msgspec.structs.replace(base.log, level="error"))
+
+    async def everything() -> tuple[dict[str, dict[str, Any]], float | None]:
+        oracle_su = None
+        if args.oracle:
+            res = await run_suite(chosen, args.seeds, devices=args.devices,
+                                  out_dir=args.out / "oracle", cfg=base,
+                                  make_policy=oracle_policy, planner="oracle")
+            oracle_su = round(sum(r.score.su for r in res.results) / max(1, len(res.results)), 4)
+            print(f"oracle: SU {oracle_su:.3f} on {len(res.results)} episodes "
+                  f"({res.wall_s:.0f} s)", file=sys.stderr, flush=True)
+        rows: dict[str, dict[str, Any]] = {}
+        for fam in families:
+            rows[fam], _ = await run_family(fam, args, chosen, list(args.set))
+            print(f"{fam}: SU {rows[fam]['SU']:.3f} ({rows[fam]['wall_s']:.0f} s)",
+                  file=sys.stderr, flush=True)
+        return rows, oracle_su
+
+    rows, oracle_su = anyio.run(everything)
+    print(_table(rows, oracle_su))
+    summary = {"families": rows, "oracle_SU": oracle_su, "noise": args.noise,
+               "seeds": args.seeds, "tasks": [t.task_id() for t in chosen],
+               "devices": args.devices, "stand_in": "benchmark-only: reads the reference "
+               "solution and the simulator's ground-truth boxes"}
+    (args.out / "summary.json").write_text(json.dumps(summary, indent=1))
+    print(json.dumps(summary))
+    return 0
+
+
+# AgentConfig is re-exported for callers that build one (tests)
+__all__ = ["AgentConfig", "StandInModel", "StandInPolicy", "gpt4o_image_tokens", "main",
+           "model_space"]
+
+if __name__ == "__main__":
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    raise SystemExit(main())

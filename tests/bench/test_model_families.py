@@ -1,0 +1,55 @@
+"""bench/model_families.py: the stand-in's arithmetic, and a short run of two families
+(a text one and a coordinate one) through the real agent with noise on."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from bench.model_families import gpt4o_image_tokens, main, model_space, smart_resize
+from models.llm.families import smart_resize as product_smart_resize
+
+
+def test_gpt4o_image_tokens_follow_the_published_examples() -> None:
+    assert gpt4o_image_tokens((1024, 1024)) == 765  # 4 tiles
+    assert gpt4o_image_tokens((2048, 4096)) == 1105  # -> 1024x2048 -> 768x1536: 6 tiles
+    assert gpt4o_image_tokens((4096, 8192), "low") == 85
+    assert gpt4o_image_tokens((461, 1024)) == 425  # the agent's default planner image
+
+
+def test_model_spaces() -> None:
+    # The stand-in's resize rule is its own; it must agree with the product's.
+    for h, w in ((2400, 1080), (1024, 461), (1920, 1080), (100, 50)):
+        assert smart_resize(h, w, 28, 3136, 12845056) == product_smart_resize(
+            h, w, factor=28, min_pixels=3136, max_pixels=12845056)
+    assert model_space("uitars", (461, 1024)) == (448, 1036)
+    assert model_space("autoglm", (461, 1024)) == (1000.0, 1000.0)
+    assert model_space("tools", (461, 1024)) == (461.0, 1024.0)
+
+
+def test_unknown_family_is_a_usage_error(tmp_path: Path) -> None:
+    assert main(["--families", "react,gpt", "--out", str(tmp_path)]) == 2
+
+
+@pytest.mark.needs_adb
+@pytest.mark.slow
+def test_two_families_on_one_task_with_noise(
+    adb_server: object, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    rc = main(["--families", "react,uitars", "--tasks", "settings-1", "--seeds", "0",
+               "--devices", "1", "--noise", "0.35", "--llm-timeout-s", "1", "--out", str(tmp_path),
+               "--set", "agent.speculative_ocr=false"])
+    assert rc == 0
+    out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert set(out["families"]) == {"react", "uitars"}
+    for name, fam in out["families"].items():
+        assert fam["SU"] == 1.0, (name, fam)
+        assert fam["episodes_failed_by_transient_errors"] == 0
+        # every malformed answer was caught (re-asked), none executed
+        assert fam["parse_failures"] == fam["malformed_sent"], (name, fam)
+        assert 0 < fam["image_tokens_per_task"] < fam["v1_image_tokens_per_task"]
+    # the draws are seeded: noise did happen in this episode
+    assert sum(f["retries"] + f["malformed_sent"] for f in out["families"].values()) > 0
+    assert (tmp_path / "uitars" / "results.json").exists()
