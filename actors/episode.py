@@ -1,8 +1,10 @@
 """One device's agent (the planner) and its step loop: Mobile-Agent's loop, as messages.
 
 ``DeviceAgent`` is the planner actor for one phone. Its inbox is the device's control
-topic (Cancel, Approve, Answer, Steer); instructions reach it through ``submit`` (the
-host's instruction gate calls it) or ``run_episode``, and it runs one episode at a time.
+topic (Cancel, Approve, Answer, Steer); the host's fleet (``host/fleet.py``, the one
+scheduler) calls ``run_episode`` with each instruction, one episode at a time, and owns the
+episode's lifecycle: it publishes ``EpisodeStarted`` / ``EpisodeFinished`` and the busy/idle
+status (``announce=False``). A lone agent (tests, tools) announces its own episodes.
 
 The other step actors are host-level services on the bus (``actors/services.py``): the
 planner publishes a request on ``mobagent/v1/devices/{serial}/requests/{kind}`` and awaits
@@ -54,7 +56,6 @@ from typing import TypeVar
 import anyio
 import msgspec
 import structlog
-from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from actors.actuator import ActionFailed, is_sensitive
 from actors.config import AgentSettings
@@ -169,9 +170,6 @@ class DeviceAgent(Actor):
         # private loopback set serving this phone (see the module docstring).
         self.services = services or AgentServices.loopback(bus, perception,
                                                            devices=[(device, settings)])
-        self._queue_send: MemoryObjectSendStream[Instruction]
-        self._queue_recv: MemoryObjectReceiveStream[Instruction]
-        self._queue_send, self._queue_recv = anyio.create_memory_object_stream[Instruction](16)
         self._scope: anyio.CancelScope | None = None
         self._cancel_reason = ""
         self._episode_id = ""
@@ -242,15 +240,6 @@ class DeviceAgent(Actor):
         except Exception as exc:
             log.warning("question_publish_failed", error=str(exc))
 
-    async def submit(self, instr: Instruction) -> None:
-        """Queue an instruction (the host's gate calls this); refused when the queue is full."""
-        try:
-            self._queue_send.send_nowait(instr)
-        except anyio.WouldBlock:
-            await self.emit(Error(topic=topics.device_instructions(self.serial),
-                                  reason="instruction refused", detail="the device queue is full",
-                                  device=self.serial, correlation_id=instr.id))
-
     async def handle(self, topic: str, msg: Msg) -> None:
         if isinstance(msg, Question):
             return  # our own question, echoed by the broker
@@ -280,12 +269,10 @@ class DeviceAgent(Actor):
         # Every log line of this agent (and of the tasks it starts) names the phone.
         structlog.contextvars.bind_contextvars(device=self.serial)
         await self.status("idle")
-        async with self._services_running(), anyio.create_task_group() as tg:
+        async with self._services_running():
             if self.settings.stream_interval_s > 0:
-                tg.start_soon(self._stream)
-            async for instr in self._queue_recv:
-                await self.run_episode(instr)
-            tg.cancel_scope.cancel()
+                await self._stream()
+            await anyio.sleep_forever()  # the control inbox is served by the actor base
 
     async def _stream(self) -> None:
         """Frames between episodes at the configured interval (for ``watch``)."""
@@ -310,18 +297,20 @@ class DeviceAgent(Actor):
 
     # ---- one episode ------------------------------------------------------------------
 
-    async def run_episode(self, instr: Instruction) -> EpisodeOutcome:
-        """Run one episode to its end; episodes on one device never overlap."""
+    async def run_episode(self, instr: Instruction, *, announce: bool = True) -> EpisodeOutcome:
+        """Run one episode to its end; episodes on one device never overlap.
+
+        ``announce=False`` under the host's fleet, which publishes the episode's start, its
+        one outcome and the phone's busy/idle status itself.
+        """
         async with self._one_at_a_time, self._services_running():
-            return await self._run_episode(instr)
+            episode_id = instr.episode_id or f"ep-{new_request_id()[:12]}"
+            # Every log line inside the episode names the phone and the episode (bound once).
+            with structlog.contextvars.bound_contextvars(device=self.serial, episode=episode_id):
+                return await self._episode(instr, episode_id, announce)
 
-    async def _run_episode(self, instr: Instruction) -> EpisodeOutcome:
-        episode_id = instr.episode_id or f"ep-{new_request_id()[:12]}"
-        # Every log line inside the episode names the phone and the episode (bound once).
-        with structlog.contextvars.bound_contextvars(device=self.serial, episode=episode_id):
-            return await self._episode(instr, episode_id)
-
-    async def _episode(self, instr: Instruction, episode_id: str) -> EpisodeOutcome:
+    async def _episode(self, instr: Instruction, episode_id: str,
+                       announce: bool) -> EpisodeOutcome:
         self._episode_id = episode_id
         self._cancel_reason = ""
         self._approvals.clear()
@@ -331,9 +320,10 @@ class DeviceAgent(Actor):
         ids = Ids(self.serial, episode_id, instr.id)
         budget = instr.max_steps or self.settings.max_steps
         run = _Episode(self, instr, episode_id, budget, ids)
-        await self.status("busy", f"episode {episode_id}")
-        await self.emit(ids.stamp(EpisodeStarted(instruction_id=instr.id, text=instr.text,
-                                                 task=instr.task), 0))
+        if announce:
+            await self.status("busy", f"episode {episode_id}")
+            await self.emit(ids.stamp(EpisodeStarted(instruction_id=instr.id, text=instr.text,
+                                                     task=instr.task), 0))
         status: EpisodeStatus = "failed"
         reason = ""
         with anyio.CancelScope() as scope:
@@ -350,11 +340,12 @@ class DeviceAgent(Actor):
         self._scope = None
         if scope.cancelled_caught or self._cancel_reason:
             status, reason = "cancelled", self._cancel_reason or "cancelled"
-        with anyio.CancelScope(shield=True):
-            await self.emit(ids.stamp(EpisodeFinished(
-                instruction_id=instr.id, status=status, reason=reason[:2000], steps=run.step),
-                run.step))
-            await self.status("idle", f"last episode {episode_id}: {status}")
+        if announce:
+            with anyio.CancelScope(shield=True):
+                await self.emit(ids.stamp(EpisodeFinished(
+                    instruction_id=instr.id, status=status, reason=reason[:2000],
+                    steps=run.step), run.step))
+                await self.status("idle", f"last episode {episode_id}: {status}")
         self.busy = False
         outcome = EpisodeOutcome(episode_id, instr.id, status, reason, run.step,
                                  tuple(run.executed))

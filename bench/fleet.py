@@ -326,7 +326,6 @@ async def run_n(n: int, args: argparse.Namespace, adb_port: int, llm_url: str,
         return EpisodeFinished(instruction_id=instr.id, status="succeeded", steps=steps)
 
     worker: Any = episode
-    lifecycle: Literal["fleet", "worker"] = "fleet"
     llm_client: Any = None
     perception: Any = None
     if args.loop == "agent":
@@ -340,7 +339,6 @@ async def run_n(n: int, args: argparse.Namespace, adb_port: int, llm_url: str,
             requests_per_minute=1_000_000))
         await llm_client.__aenter__()
         perception = PerceptionActor()
-        lifecycle = "worker"
     cfg = BusConfig(connect_timeout_s=10, publish_timeout_s=30)
     address = parse_broker_url(broker_url)
     done: dict[str, EpisodeFinished] = {}
@@ -359,8 +357,7 @@ async def run_n(n: int, args: argparse.Namespace, adb_port: int, llm_url: str,
                                       args.capture)
                 extra = services.actors()
             fm = FleetManager(hbus, run_episode=worker, host="bench",
-                              config=FleetConfig(serials=serials, adb_port=adb_port,
-                                                 lifecycle_events=lifecycle),
+                              config=FleetConfig(serials=serials, adb_port=adb_port),
                               max_instruction_chars=2000)
             tg.start_soon(lambda: run_fleet(hbus, fm, extra_actors=extra))
             await cbus.subscribe(topics.device_events_filter(None, "episode_finished"))

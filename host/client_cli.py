@@ -13,6 +13,7 @@ from typing import Any
 
 import anyio
 
+from host.host_runtime import instruction_problem
 from protocol.messages import (
     CODEC,
     DeviceStatus,
@@ -92,12 +93,9 @@ def cmd_submit(args: argparse.Namespace) -> int:
     except topics.TopicError as exc:
         print(f"mobagent submit: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    if not args.instruction.strip():
-        print("mobagent submit: the instruction is empty", file=sys.stderr)
-        return EXIT_USAGE
-    if len(args.instruction) > cfg.limits.max_instruction_chars:
-        print(f"mobagent submit: the instruction has {len(args.instruction)} characters; "
-              f"the limit is {cfg.limits.max_instruction_chars}", file=sys.stderr)
+    problem = instruction_problem(args.instruction, max_chars=cfg.limits.max_instruction_chars)
+    if problem is not None:
+        print(f"mobagent submit: {problem}", file=sys.stderr)
         return EXIT_USAGE
     return run_until_signalled(lambda: submit(
         cfg, args.device, args.instruction, instruction_id=args.id or uuid.uuid4().hex,

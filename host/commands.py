@@ -1,7 +1,9 @@
 """``mobagent run`` / ``demo`` / ``replay``: the agent's commands (entry points).
 
-They live in bench/ because they may start simulated phones (sim/), which actors/ may not
-import. Exit codes follow runtime/cli.py: 0 ok, 1 failed, 2 usage, 130 interrupted.
+They live in host/, the one place where the product may start simulated phones (sim/,
+which actors/ may not import). ``run`` and ``demo`` run their episodes on the host's one
+runner (``host.runner.agent_host``: a fleet on a fixed list of phones). Exit codes follow
+runtime/cli.py: 0 ok, 1 failed, 2 usage, 130 interrupted.
 """
 
 from __future__ import annotations
@@ -18,12 +20,15 @@ import anyio
 import msgspec
 
 from actors.config import AgentConfig
+from actors.episode import EpisodeOutcome
 from actors.planner import LLMPolicy, Policy
 from devices.adb import AdbDevice, DeviceError
-from host.runner import AgentHost
+from devices.discovery import FixedDevices
+from host.runner import agent_host
 from models.llm import LLMClient, LLMConfigError
 from protocol.messages import Instruction
 from recording.reader import episode_events_file, read_events
+from recording.recorder import safe_name
 from runtime.cli import (
     EXIT_FAIL,
     EXIT_OK,
@@ -87,6 +92,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 async def _run(cfg: AgentConfig, args: argparse.Namespace, text: str, task: Any,
                out: Path) -> int:
+    from host.eval import recorded_events
     from sim.fleet import SimFleet  # only when no device is given
 
     async with AsyncExitStack() as stack:
@@ -107,7 +113,6 @@ async def _run(cfg: AgentConfig, args: argparse.Namespace, text: str, task: Any,
             if task is not None:
                 await anyio.to_thread.run_sync(task.setup, phone)
             print(f"no --device: started a simulated phone, {serial}", file=sys.stderr)
-            dev = AdbDevice(serial, capture=cfg.device.capture, timeout_s=cfg.device.timeout_s)
 
         if args.planner == "oracle":
             from host.oracle import OraclePolicy
@@ -119,14 +124,16 @@ async def _run(cfg: AgentConfig, args: argparse.Namespace, text: str, task: Any,
             policy = LLMPolicy(llm, keep_screenshots=cfg.agent.keep_screenshots,
                                max_reasks=cfg.agent.max_reasks)
 
-        host = AgentHost(cfg, [dev], lambda _s, _i: policy, record_dir=out)
+        host = agent_host(cfg, lambda _s, _i: policy, source=FixedDevices([serial]),
+                          record_dir=out, progress=True)
         instr = Instruction(id=uuid.uuid4().hex[:12], text=text,
                             task=task.task_id() if task is not None else None, device=serial)
         async with anyio.create_task_group() as tg:
             await tg.start(host.run)
-            await anyio.sleep(0.2)
-            outcome = await host.run_on(serial, instr)
-            await anyio.sleep(0.5)  # the recorder writes the last events
+            got = await host.run_on(serial, instr)
+            outcome = got.finished
+            executed = len(got.result.operations) if isinstance(got.result, EpisodeOutcome) else 0
+            await recorded_events(out / safe_name(outcome.episode_id) / "events.jsonl", executed)
             tg.cancel_scope.cancel()
         print(f"\nepisode {outcome.episode_id}: {outcome.status} after {outcome.steps} steps"
               + (f" ({outcome.reason})" if outcome.reason else ""))

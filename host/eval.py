@@ -1,8 +1,9 @@
 """Mobile-Eval-sim on simulated phones, through the real agent: what ``mobagent demo`` and
 ``mobagent bench mobile_eval`` run.
 
-Every episode runs through ``AgentHost`` / ``DeviceAgent``: capture, perception (real OCR
-and icon grounding), the actuator through the adb server, the reflector, and the recorder.
+Every episode runs on the host's one runner (``host.runner.agent_host``: the fleet on a
+fixed list of phones, a ``DeviceAgent`` per phone): capture, perception (real OCR and icon
+grounding), the actuator through the adb server, the reflector, and the recorder.
 The phones are simulated (``sim.fleet.SimFleet``, one fleet of N phones per seed, since a
 phone's seed is fixed at boot); the N phones of a seed share one queue of tasks, so N
 episodes run at once on one host with one shared perception pool. The planner is the
@@ -33,10 +34,12 @@ import anyio
 import msgspec
 
 from actors.config import AgentConfig
+from actors.episode import EpisodeOutcome
 from actors.perception import PerceptionActor
 from actors.planner import Choice, Completion, Decision, Policy, StepContext
-from devices.adb import AdbDevice
-from host.runner import AgentHost
+from devices.discovery import FixedDevices
+from host.fleet import FleetHost
+from host.runner import agent_host
 from protocol.messages import Instruction
 from protocol.operations import Operation
 from recording.reader import read_events
@@ -210,10 +213,8 @@ async def _run_seed(
         probes[serial] = MilestoneProbe(make_policy(task, phone), task, phone)
         return probes[serial]
 
-    devices = [AdbDevice(s, capture=cfg.device.capture, timeout_s=cfg.device.timeout_s)
-               for s in fleet.serials]
-    host = AgentHost(cfg, devices, policy_for, record_dir=out_dir,
-                     perception=perception, progress=step_lines)
+    host = agent_host(cfg, policy_for, source=FixedDevices(fleet.serials), record_dir=out_dir,
+                      perception=perception, progress=step_lines)
 
     async def worker(serial: str) -> None:
         while queue:
@@ -225,15 +226,14 @@ async def _run_seed(
                 on_episode(ep)
 
     async with anyio.create_task_group() as tg:
-        await tg.start(host.run)
-        await anyio.sleep(0.2)  # the agents' subscriptions are in place
+        await tg.start(host.run)  # started: every actor is subscribed
         async with anyio.create_task_group() as workers:
             for serial in fleet.serials:
                 workers.start_soon(worker, serial)
         tg.cancel_scope.cancel()
 
 
-async def run_episode(host: AgentHost, serial: str, task: Task, phone: Any,
+async def run_episode(host: FleetHost, serial: str, task: Task, phone: Any,
                       probes: dict[str, MilestoneProbe], record_dir: Path) -> Episode:
     episode_id = f"{task.task_id()}-s{task.seed}"
     ep_dir = record_dir / safe_name(episode_id)
@@ -248,14 +248,18 @@ async def run_episode(host: AgentHost, serial: str, task: Task, phone: Any,
     error: str | None = None
     status, reason, executed = "failed", "", -1
     try:
-        outcome = await host.run_on(serial, instr)
-        status, reason, executed = outcome.status, outcome.reason, len(outcome.operations)
+        got = await host.run_on(serial, instr)
+        status, reason = got.finished.status, got.finished.reason
+        if isinstance(got.result, EpisodeOutcome):  # the agent ran it: its operations
+            executed = len(got.result.operations)
+        else:
+            error = f"the episode never reached the agent: {reason}"
     except Exception as exc:  # the runner's own failure, not the agent's
         error = f"{type(exc).__name__}: {exc}"
     wall = time.perf_counter() - t0
     success = await anyio.to_thread.run_sync(task.is_successful, phone)
     final = task.milestone_flags(phone)
-    events = await _recorded(ep_dir / "events.jsonl", executed)
+    events = await recorded_events(ep_dir / "events.jsonl", executed)
     probe = probes.pop(serial, None)
     segments = [m.steps for m in task.milestones()]
     try:
@@ -271,8 +275,9 @@ async def run_episode(host: AgentHost, serial: str, task: Task, phone: Any,
     return Episode(result, serial, status, reason, wall, str(ep_dir), step_timings(events))
 
 
-async def _recorded(path: Path, executed: int) -> list[dict[str, Any]]:
-    """The episode's events once the recorder has its outcome and every performed action."""
+async def recorded_events(path: Path, executed: int) -> list[dict[str, Any]]:
+    """The episode's events once the recorder has its outcome and ``executed`` performed
+    actions (or after ``RECORDER_WAIT_S``: then what it has)."""
     events: list[dict[str, Any]] = []
     with anyio.move_on_after(RECORDER_WAIT_S):
         while True:

@@ -1,11 +1,13 @@
-"""The host's fleet manager: every phone the adb server sees, one episode at a time each.
+"""The host's one runner: every phone of its ``DeviceSource``, one episode at a time each.
 
 ``FleetManager`` is generic over the per-phone work: it is given ``run_episode(handle,
-instruction, control)`` and never imports the agent (runtime/ knows nothing of actors/).
+instruction, control)`` and never imports the agent (host/runner.py plugs the agent in).
+It runs every command's episodes: ``serve`` (the adb server's phones, hot-plugged), and
+``run``, ``demo`` and the Mobile-Eval runner (a fixed list of phones, ``FleetHost.run_on``).
 
-- **Discovery:** an initial ``adb devices`` listing, then adbutils' ``track_devices``
-  (hot-plug) in a thread feeding a memory stream; the tracking socket is shut down to stop
-  it, and the tracker restarts (re-listing) if the adb server goes away.
+- **Discovery:** the ``DeviceSource`` (``devices/discovery.py``): its listing, then its
+  changes (adb's ``track-devices`` for ``AdbDevices``; none for ``FixedDevices``); when the
+  changes end (the adb server went away) the fleet lists again after a backoff.
 - **Per-phone group:** each phone that is ``device`` in adb gets its own supervised task
   group (a generation); when it drops, the group is cancelled, and a new one starts when it
   returns. Nothing is shared between groups but the bus; every adb call the fleet makes is
@@ -23,27 +25,32 @@ instruction, control)`` and never imports the agent (runtime/ knows nothing of a
   MQTT 5 broker hosts share them through ``$share/...`` so each is taken by one host.
 - **A phone that drops mid-episode** ends that episode with
   ``EpisodeFinished(failed, reason="device offline")``; other phones are not touched.
+- **The episode's one owner:** the fleet publishes ``EpisodeStarted`` and
+  ``EpisodeFinished`` (exactly once per accepted or rejected instruction) and the busy/idle
+  status; the work publishes only its step events.
 
-``serve_fleet(cfg, run_episode)`` runs all of this inside ``HostRuntime`` (``mobagent
-serve``); ``run_fleet(bus, fleet)`` runs it on a bus you already have (tests, benchmarks).
+``FleetHost`` runs all of this inside ``HostRuntime`` (every command); ``serve_fleet(cfg,
+run_episode)`` is a ``FleetHost`` with plain work; ``run_fleet(bus, fleet)`` runs a fleet on
+a bus you already have (tests, benchmarks).
 """
 
 from __future__ import annotations
 
-import socket
 import uuid
 from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Literal, Protocol
 
 import anyio
+import msgspec
 import structlog
 from anyio.abc import TaskGroup, TaskStatus
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from devices.adb import AdbDevice, adb_server_port
-from host.host_runtime import VERSION, HostRuntime, InstructionGate, host_name
+from devices.discovery import AdbDevices, DeviceSource, DeviceSourceError
+from host.host_runtime import VERSION, HostRuntime, InstructionGate, instruction_problem
 from protocol.messages import (
     Answer,
     Approve,
@@ -59,8 +66,8 @@ from protocol.messages import (
     Steer,
 )
 from runtime import topics
-from runtime.actor import Actor, BusLike, Publisher, run_actors
-from runtime.bus import Backoff
+from runtime.actor import Actor, BusLike, Publisher, restart_with_backoff, root_cause, run_actors
+from runtime.bus import Backoff, Bus
 from runtime.config import FleetConfig, RuntimeConfig
 from runtime.dedupe import SeenIds
 
@@ -145,7 +152,7 @@ class DeviceHandle:
     adb: adbutils.AdbClient
     bus: Publisher
     device: AdbDevice
-    state: dict[str, Any] = field(default_factory=dict)  # per-generation scratch space
+    state: dict[str, object] = field(default_factory=dict)  # per-generation scratch space
     # Called (newest first) when this generation's group ends: the phone dropped, or the
     # fleet stops. The work registers its per-phone clean-up here.
     closers: list[Callable[[], None]] = field(default_factory=list)
@@ -173,7 +180,18 @@ class DeviceHandle:
                         error=f"{type(exc).__name__}: {exc}")
 
 
-RunEpisode = Callable[[DeviceHandle, Instruction, EpisodeControl], Awaitable[EpisodeFinished | None]]
+class EpisodeResult(Protocol):
+    """What the work returns: the agent's ``EpisodeOutcome``, or an ``EpisodeFinished``."""
+
+    @property
+    def status(self) -> EpisodeStatus: ...
+    @property
+    def reason(self) -> str: ...
+    @property
+    def steps(self) -> int: ...
+
+
+RunEpisode = Callable[[DeviceHandle, Instruction, EpisodeControl], Awaitable[EpisodeResult | None]]
 """The per-phone work: run ``instruction`` on the phone; return the outcome (None = succeeded).
 
 Raise ``EpisodeCancelled`` (``control.check()``) at a safe point after a Cancel; any other
@@ -189,6 +207,22 @@ class Job:
     episode_id: str
     fleet: bool  # came from the fleet-wide topic
     queued_at: float
+    done: anyio.Event = field(default_factory=anyio.Event)
+    finished: EpisodeFinished | None = None  # what the fleet published as its outcome
+    result: EpisodeResult | None = None  # what the work returned
+
+    def finish(self, fin: EpisodeFinished) -> None:
+        self.finished = fin
+        self.done.set()
+
+
+@dataclass(frozen=True)
+class JobOutcome:
+    """An in-process run's end (``FleetManager.run_on``): the one ``EpisodeFinished`` the fleet
+    published, and what the work returned (None when the episode never reached it)."""
+
+    finished: EpisodeFinished
+    result: EpisodeResult | None
 
 
 @dataclass
@@ -216,59 +250,13 @@ class FleetStats:
     group_crashes: int = 0
 
 
-def _adb_port(cfg: FleetConfig) -> int:
-    return cfg.adb_port or adb_server_port()
-
-
-def _root_cause(exc: BaseException) -> BaseException:
-    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
-        exc = exc.exceptions[0]
-    return exc
-
-
-class _Tracker:
-    """adbutils' ``track_devices`` in a thread; ``stop`` shuts its socket to end it."""
-
-    def __init__(self, host: str, port: int) -> None:
-        import adbutils
-
-        conns: list[Any] = []
-
-        class TrackingClient(adbutils.AdbClient):
-            def make_connection(self, timeout: float | None = None) -> adbutils.AdbConnection:
-                conn = super().make_connection(timeout)
-                conns.append(conn)
-                return conn
-
-        self._conns = conns
-        self._client = TrackingClient(host=host, port=port, socket_timeout=None)
-        self._stopped = False
-
-    def run(self, emit: Callable[[str, str], None]) -> str:
-        """Blocking: call ``emit(serial, state)`` for every change; returns why it ended."""
-        try:
-            for ev in self._client.track_devices():
-                if self._stopped:
-                    return "stopped"
-                emit(ev.serial, ev.status if ev.present else "absent")
-        except Exception as exc:  # the adb server went away, or stop() shut the socket
-            return "stopped" if self._stopped else f"{type(exc).__name__}: {exc}"
-        return "ended"
-
-    def stop(self) -> None:
-        self._stopped = True
-        for conn in self._conns:
-            try:
-                conn.conn.shutdown(socket.SHUT_RDWR)
-            except Exception:
-                pass
-
-
 class FleetManager(Actor):
     """Drives every phone of one host; its inbox is the devices' control topics.
 
     Instructions arrive through ``submit`` (the host's ``InstructionGate`` calls it after
-    validating them); ``main`` runs discovery and the per-phone groups.
+    validating them) or ``run_on`` (in-process, waiting for the outcome); ``main`` runs
+    discovery and the per-phone groups. ``source`` defaults to the adb server of
+    ``config`` (``adb_host``, ``adb_port``).
     """
 
     name = "fleet"
@@ -282,6 +270,7 @@ class FleetManager(Actor):
         config: FleetConfig | None = None,
         max_instruction_chars: int = 2000,
         adb_client: adbutils.AdbClient | None = None,
+        source: DeviceSource | None = None,
     ) -> None:
         super().__init__(bus)
         self.run_episode = run_episode
@@ -291,8 +280,10 @@ class FleetManager(Actor):
         self.inbox = (topics.all_control_filter(),)
         self.handler_timeout_s = 30.0
         self.stats = FleetStats()
-        self._adb_port = _adb_port(self.config)
+        self._adb_port = self.config.adb_port or adb_server_port()
         self._adb = adb_client
+        self.source: DeviceSource = source or AdbDevices(
+            self.config.adb_host, self._adb_port, timeout_s=self.config.adb_timeout_s)
         self._slots: dict[str, DeviceSlot] = {}
         self._fleet_queue: deque[Job] = deque()
         self._seen = SeenIds()
@@ -334,6 +325,29 @@ class FleetManager(Actor):
 
     async def submit(self, serial: str | None, instr: Instruction) -> None:
         """Take an accepted instruction: for ``serial``, or fleet-wide when it is None."""
+        await self._accept(serial, instr)
+
+    async def run_on(self, serial: str, instr: Instruction) -> JobOutcome:
+        """Run ``instr`` on ``serial`` (queued like any other) and wait for its outcome.
+
+        ``KeyError`` for a phone this fleet does not have, ``ValueError`` for an instruction
+        id it has already taken; a refused instruction returns its ``rejected: ...`` outcome.
+        """
+        taken = await self._accept(serial, instr)
+        if taken is None:
+            if serial not in self._slots:
+                raise KeyError(f"this host has no phone {serial!r} "
+                               f"(it has {', '.join(sorted(self._slots)) or 'none'})")
+            raise ValueError(f"instruction id {instr.id!r} was already taken by this host")
+        if isinstance(taken, EpisodeFinished):
+            return JobOutcome(taken, None)
+        await taken.done.wait()
+        assert taken.finished is not None
+        return JobOutcome(taken.finished, taken.result)
+
+    async def _accept(self, serial: str | None, instr: Instruction
+                      ) -> Job | EpisodeFinished | None:
+        """Queue ``instr``: its job, its rejection, or None (a duplicate, or not ours)."""
         if not self._ready.is_set():
             with anyio.move_on_after(self.config.startup_wait_s):
                 await self._ready.wait()
@@ -342,49 +356,40 @@ class FleetManager(Actor):
             # Device topics are subscribed with a wildcard: another host may own this phone.
             self.stats.ignored += 1
             log.info("fleet_instruction_not_ours", id=instr.id, device=serial)
-            return
-        problem = self._problem(instr)
+            return None
+        problem = instruction_problem(instr.text, max_chars=self.max_instruction_chars)
         if problem is not None:
-            await self._reject(serial, instr, problem)
-            return
+            return await self._reject(serial, instr, problem)
         if instr.id in self._seen:
             self.stats.duplicates += 1
             log.info("fleet_instruction_duplicate", id=instr.id, device=serial)
-            return
+            return None
         job = Job(instr, instr.episode_id or f"ep-{uuid.uuid4().hex[:12]}",
                   fleet=serial is None, queued_at=anyio.current_time())
         if slot is None:
             if len(self._fleet_queue) >= self.config.max_fleet_queue and not self._free_slot():
-                await self._reject(None, instr, f"the fleet queue is full "
-                                                f"({self.config.max_fleet_queue} waiting)")
-                return
+                return await self._reject(None, instr, f"the fleet queue is full "
+                                                       f"({self.config.max_fleet_queue} waiting)")
             self._seen.first_time(instr.id)
             self._fleet_queue.append(job)
         else:
             busy = slot.current is not None or not slot.online
             if busy and len(slot.queue) >= self.config.max_queued_per_device:
-                await self._reject(serial, instr, f"device {serial} is busy and its queue is full "
-                                                  f"({self.config.max_queued_per_device} waiting)")
-                return
+                return await self._reject(
+                    serial, instr, f"device {serial} is busy and its queue is full "
+                                   f"({self.config.max_queued_per_device} waiting)")
             self._seen.first_time(instr.id)
             slot.queue.append(job)
         self.stats.accepted += 1
         log.info("fleet_instruction_queued", id=instr.id, device=serial,
                  fleet=serial is None, episode=job.episode_id)
         self._notify()
-
-    def _problem(self, instr: Instruction) -> str | None:
-        if len(instr.text) > self.max_instruction_chars:
-            return (f"instruction text has {len(instr.text)} characters; "
-                    f"the limit is {self.max_instruction_chars}")
-        if not instr.text.strip():
-            return "instruction text is blank"
-        return None
+        return job
 
     def _free_slot(self) -> bool:
         return any(s.online and s.current is None and not s.queue for s in self._slots.values())
 
-    async def _reject(self, serial: str | None, instr: Instruction, why: str) -> None:
+    async def _reject(self, serial: str | None, instr: Instruction, why: str) -> EpisodeFinished:
         self.stats.rejected += 1
         log.warning("fleet_instruction_rejected", id=instr.id, device=serial, reason=why)
         source = topics.device_instructions(serial) if serial else topics.fleet_instructions()
@@ -395,6 +400,7 @@ class FleetManager(Actor):
                               episode_id=instr.episode_id)
         await self._publish_event(serial, err)
         await self._publish_event(serial, fin, terminal=True)
+        return fin
 
     # ---- control -----------------------------------------------------------------------
 
@@ -441,6 +447,7 @@ class FleetManager(Actor):
                         episode_id=job.episode_id, correlation_id=job.instr.id)
                     self._count(fin.status)
                     await self._publish_event(serial, fin, terminal=True)
+                    job.finish(fin)
                     return
         log.info("fleet_cancel_unknown", device=slot.serial, id=msg.correlation_id,
                  episode=msg.episode_id)
@@ -491,57 +498,21 @@ class FleetManager(Actor):
 
     async def _discover(self) -> None:
         backoff = Backoff(0.5, 10.0)
-        send, recv = anyio.create_memory_object_stream[tuple[str, str]](256)
-        async with send, recv, anyio.create_task_group() as tg:
-            while True:
-                try:
-                    listing = await self._list_devices()
-                except Exception as exc:
-                    log.warning("fleet_adb_list_failed", error=f"{type(exc).__name__}: {exc}",
-                                adb=f"{self.config.adb_host}:{self._adb_port}",
-                                hint="is an adb server running there? `adb start-server`")
-                    listing = None
-                if listing is not None:
-                    await self._reconcile(listing)
-                    backoff.reset()
-                self._ready.set()  # no adb server yet: do not hold instructions for it
-                tracker = _Tracker(self.config.adb_host, self._adb_port)
-                ended = anyio.Event()
-                tg.start_soon(self._track, tracker, send, ended)
-                try:
-                    async with anyio.create_task_group() as inner:
-
-                        async def consume() -> None:
-                            async for serial, state in recv:
-                                await self._on_device(serial, state)
-
-                        inner.start_soon(consume)
-                        await ended.wait()
-                        inner.cancel_scope.cancel()
-                finally:
-                    tracker.stop()
-                delay = backoff.next_delay()
-                log.warning("fleet_tracker_restart", retry_in_s=round(delay, 2))
-                await anyio.sleep(delay)
-
-    async def _track(self, tracker: _Tracker, send: MemoryObjectSendStream[tuple[str, str]],
-                     ended: anyio.Event) -> None:
-        def emit(serial: str, state: str) -> None:
-            anyio.from_thread.run(send.send, (serial, state))
-
-        try:
-            why = await anyio.to_thread.run_sync(
-                tracker.run, emit, abandon_on_cancel=True, limiter=anyio.CapacityLimiter(1))
-            log.warning("fleet_tracker_ended", why=why)
-        finally:
-            tracker.stop()
-            ended.set()
-
-    async def _list_devices(self) -> dict[str, str]:
-        client = self.adb_client()
-        with anyio.fail_after(self.config.adb_timeout_s + 1):
-            infos = await anyio.to_thread.run_sync(client.list, abandon_on_cancel=True)
-        return {str(d.serial): str(d.state) for d in infos}
+        while True:
+            try:
+                await self._reconcile(await self.source.present())
+                backoff.reset()
+            except DeviceSourceError as exc:
+                log.warning("fleet_listing_failed", source=self.source.describe(),
+                            error=str(exc))
+            self._ready.set()  # no adb server yet: do not hold instructions for it
+            async with self.source.changes() as changes:
+                async for change in changes:
+                    await self._on_device(change.serial, change.state)
+            delay = backoff.next_delay()
+            log.warning("fleet_tracker_restart", source=self.source.describe(),
+                        retry_in_s=round(delay, 2))
+            await anyio.sleep(delay)
 
     async def _reconcile(self, listing: dict[str, str]) -> None:
         for serial, slot in list(self._slots.items()):
@@ -613,30 +584,28 @@ class FleetManager(Actor):
             device=AdbDevice(slot.serial, client=self.adb_client(),
                              timeout_s=self.config.adb_timeout_s),
         )
-        backoff = Backoff(0.5, 30.0)
+
+        async def loop() -> None:
+            try:
+                async with anyio.create_task_group() as tg:
+                    slot.tg = tg
+                    await self._device_loop(slot, handle)
+            finally:
+                slot.tg = None
+
+        async def crashed(cause: BaseException, _restarts: int, delay: float) -> None:
+            # A bug in the loop: this phone's group restarts, the others are not touched.
+            self.stats.group_crashes += 1
+            log.error("fleet_device_group_crashed", device=slot.serial,
+                      error=f"{type(cause).__name__}: {cause}", retry_in_s=round(delay, 2))
+            await self.report(topics.device_status(slot.serial), None,
+                              "device group crashed", f"{slot.serial}: {cause}")
+
         try:
             with anyio.CancelScope() as scope:
                 slot.scope = scope
                 task_status.started()
-                while True:
-                    started = anyio.current_time()
-                    try:
-                        async with anyio.create_task_group() as tg:
-                            slot.tg = tg
-                            await self._device_loop(slot, handle)
-                    except Exception as exc:  # a bug in the loop: restart this phone only
-                        cause = _root_cause(exc)
-                        self.stats.group_crashes += 1
-                        if anyio.current_time() - started > 30:
-                            backoff.reset()
-                        delay = backoff.next_delay()
-                        log.error("fleet_device_group_crashed", device=slot.serial,
-                                  error=f"{type(cause).__name__}: {cause}", retry_in_s=delay)
-                        await self.report(topics.device_status(slot.serial), None,
-                                          "device group crashed", f"{slot.serial}: {cause}")
-                        await anyio.sleep(delay)
-                    finally:
-                        slot.tg = None
+                await restart_with_backoff(loop, crashed, healthy_after_s=30.0)
         finally:
             handle.close()
             slot.scope = None
@@ -677,43 +646,25 @@ class FleetManager(Actor):
         await self._set_status(slot, "idle", "back")
 
     async def _device_ok(self, serial: str) -> bool:
-        """Listed as ``device`` by adb and answering a shell command: really there."""
-        try:
-            listing = await self._list_devices()
-            if listing.get(serial) != "device":
-                return False
-            dev = self.adb_client().device(serial)
-            with anyio.fail_after(5):
-                out = await anyio.to_thread.run_sync(
-                    lambda: dev.shell("echo ok", timeout=4), abandon_on_cancel=True)
-            return str(out).strip() == "ok"
-        except Exception:
-            return False
+        """Listed as usable by the source and answering: really there."""
+        return await self.source.ready(serial)
 
     async def _run_job(self, slot: DeviceSlot, handle: DeviceHandle, job: Job) -> EpisodeFinished:
+        """The job's episode, announced and finished here, once (the work only steps)."""
         instr = job.instr
         control = EpisodeControl(job.episode_id, instr.id)
         slot.current = (job, control)
         dev, ep, cid = slot.serial, job.episode_id, instr.id
         finished: EpisodeFinished | None = None
-        announce = self.config.lifecycle_events == "fleet"
         try:
-            if announce:
-                await self._set_status(slot, "busy", f"episode {job.episode_id}")
-                await self._publish_event(slot.serial, EpisodeStarted(
-                    instruction_id=instr.id, text=instr.text, task=instr.task,
-                    device=dev, episode_id=ep, correlation_id=cid))
-            else:
-                slot.state = "busy"
-            status, reason, steps = await self._execute(slot, handle, instr, control)
+            await self._set_status(slot, "busy", f"episode {job.episode_id}")
+            await self._publish_event(slot.serial, EpisodeStarted(
+                instruction_id=instr.id, text=instr.text, task=instr.task,
+                device=dev, episode_id=ep, correlation_id=cid))
+            status, reason, steps = await self._execute(slot, handle, job, control)
             finished = EpisodeFinished(instruction_id=instr.id, status=status,
                                        reason=reason[:2000], steps=steps,
                                        device=dev, episode_id=ep, correlation_id=cid)
-            if not announce and not control.forced and reason != OFFLINE_REASON:
-                # The worker announced its own outcome and status.
-                self._count(finished.status)
-                slot.state = "idle"
-                return finished
         finally:
             slot.current = None
             control.close()
@@ -727,32 +678,40 @@ class FleetManager(Actor):
                                            correlation_id=cid)
                 limit = self.config.publish_timeout_s if why == OFFLINE_REASON else 5.0
                 with anyio.CancelScope(shield=True), anyio.move_on_after(limit):
-                    await self._finish(slot, finished, idle=False)
+                    await self._finish(slot, job, finished, idle=False)
         # Shielded: a phone dropping right now must not swallow this outcome.
         with anyio.CancelScope(shield=True), anyio.move_on_after(self.config.publish_timeout_s):
-            await self._finish(slot, finished,
+            await self._finish(slot, job, finished,
                                idle=finished.reason != OFFLINE_REASON and slot.online)
         return finished
 
-    async def _finish(self, slot: DeviceSlot, fin: EpisodeFinished, *, idle: bool) -> None:
+    async def _finish(self, slot: DeviceSlot, job: Job, fin: EpisodeFinished, *,
+                      idle: bool) -> None:
         self._count(fin.status)
         log.info("fleet_episode_finished", device=slot.serial, id=fin.instruction_id,
                  status=fin.status, reason=fin.reason[:200], steps=fin.steps)
-        await self._publish_event(slot.serial, fin, terminal=True)
-        if idle:
-            await self._set_status(slot, "idle", f"last episode {fin.episode_id}: {fin.status}")
+        try:
+            await self._publish_event(slot.serial, fin, terminal=True)
+            if idle:
+                await self._set_status(slot, "idle",
+                                       f"last episode {fin.episode_id}: {fin.status}")
+        finally:
+            job.finish(fin)  # an in-process caller learns the outcome whatever the bus did
 
     def _count(self, status: str) -> None:
         self.stats.finished[status] = self.stats.finished.get(status, 0) + 1
 
     async def _execute(
-        self, slot: DeviceSlot, handle: DeviceHandle, instr: Instruction, control: EpisodeControl
+        self, slot: DeviceSlot, handle: DeviceHandle, job: Job, control: EpisodeControl
     ) -> tuple[EpisodeStatus, str, int]:
+        instr = job.instr
+        if not instr.episode_id:  # one episode id for the fleet's events and the work's
+            instr = msgspec.structs.replace(instr, episode_id=job.episode_id)
         try:
             with anyio.CancelScope() as hard:
                 control.hard_scope = hard
                 with anyio.fail_after(self.config.episode_timeout_s):
-                    result = await self.run_episode(handle, instr, control)
+                    result = job.result = await self.run_episode(handle, instr, control)
             if hard.cancelled_caught:
                 return "cancelled", f"{control.reason} (stopped after "\
                                     f"{self.config.cancel_grace_s:g}s grace)", 0
@@ -761,7 +720,7 @@ class FleetManager(Actor):
         except anyio.get_cancelled_exc_class():
             raise
         except Exception as exc:
-            cause = _root_cause(exc)
+            cause = root_cause(exc)
             if isinstance(cause, EpisodeCancelled):
                 return "cancelled", control.reason or str(cause) or "cancelled", 0
             if isinstance(cause, TimeoutError):
@@ -775,7 +734,8 @@ class FleetManager(Actor):
         if result is None:
             return ("cancelled", control.reason, 0) if control.cancelled else ("succeeded", "", 0)
         if result.status == "failed" and not await self._device_ok(slot.serial):
-            return "failed", OFFLINE_REASON, result.steps  # the worker saw an adb error
+            log.warning("fleet_episode_device_lost", device=slot.serial, error=result.reason)
+            return "failed", OFFLINE_REASON, result.steps  # the work saw an adb error
         return result.status, result.reason, result.steps
 
     # ---- publishing -----------------------------------------------------------------------
@@ -829,75 +789,90 @@ async def run_fleet(
     await run_actors(bus, [gate, fleet, *extra_actors])
 
 
+Work = Callable[[Bus], tuple[RunEpisode, Sequence[Actor]]]
+"""Built on the host's bus once it is up: the per-phone work and the actors it needs there
+(the agent's services, the recorder, a progress view)."""
+
+
+class FleetHost:
+    """The host runtime (broker, bus, gate) with a ``FleetManager`` on ``source``.
+
+    ``run`` serves until cancelled; ``run_on`` runs one instruction in-process and returns
+    its outcome. A stop is orderly: the fleet ends its phones' groups and publishes their
+    outcomes and offline status while the bus is still connected, and only then is the host
+    (bus, broker) cancelled. On a 3.1.1 broker (the embedded one) fleet-wide instructions
+    are dispatched locally, which is right for a single host only.
+    """
+
+    def __init__(self, cfg: RuntimeConfig, work: Work, *, source: DeviceSource | None = None,
+                 fleet_config: FleetConfig | None = None) -> None:
+        self.cfg = cfg
+        self.work = work
+        self.source = source
+        self.fleet_config = fleet_config or cfg.fleet
+        self.fleet: FleetManager | None = None  # built with the host's bus
+        self.runtime = HostRuntime(cfg, on_instruction=self._submit, actors=self._actors)
+
+    def _actors(self, bus: Bus) -> list[Actor]:
+        run_episode, extra = self.work(bus)
+        self.fleet = FleetManager(bus, run_episode=run_episode, host=self.runtime.host,
+                                  config=self.fleet_config, source=self.source,
+                                  max_instruction_chars=self.cfg.limits.max_instruction_chars)
+        if self.source is None and bus.protocol != "5":
+            log.warning("fleet_local_dispatch", protocol=bus.protocol,
+                        hint="MQTT 3.1.1 has no shared subscriptions: run one host per broker")
+        return [self.fleet, *extra]
+
+    async def _submit(self, serial: str | None, instr: Instruction) -> None:
+        if self.fleet is not None:  # the gate only passes instructions once actors run
+            await self.fleet.submit(serial, instr)
+
+    async def run_on(self, serial: str, instr: Instruction) -> JobOutcome:
+        """Run ``instr`` on ``serial`` now and wait for its outcome (``FleetManager.run_on``)."""
+        if self.fleet is None:
+            raise RuntimeError("the host is not running: start FleetHost.run first")
+        return await self.fleet.run_on(serial, instr)
+
+    async def run(self, *, task_status: TaskStatus[str] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Serve until cancelled; ``task_status.started`` gets the broker URL."""
+        # Not shielded while starting (a stop then just cancels it); shielded once started,
+        # so that our caller's cancellation reaches the fleet first (below).
+        host_scope = anyio.CancelScope()
+        host_done = anyio.Event()
+
+        async def run_host(*, task_status: TaskStatus[str]) -> None:
+            try:
+                with host_scope:
+                    await self.runtime.run(task_status=task_status)
+            finally:
+                host_done.set()
+
+        async with anyio.create_task_group() as tg:
+            url = await tg.start(run_host)
+            host_scope.shield = True
+            try:
+                task_status.started(url)
+                await host_done.wait()  # the host only ends by itself on an error (raised by tg)
+            finally:
+                with anyio.CancelScope(shield=True):
+                    if self.fleet is not None and not host_done.is_set():
+                        await self.fleet.stop()
+                    host_scope.cancel()
+                    with anyio.move_on_after(30):
+                        await host_done.wait()
+
+
 async def serve_fleet(
     cfg: RuntimeConfig,
     run_episode: RunEpisode,
     *,
     fleet_config: FleetConfig | None = None,
-    extra_actors: Callable[[Any], Sequence[Actor]] | None = None,
+    extra_actors: Callable[[Bus], Sequence[Actor]] | None = None,
     task_status: TaskStatus[str] = anyio.TASK_STATUS_IGNORED,
 ) -> None:
-    """``mobagent serve`` with a fleet: the host runtime, whose instructions go to the phones.
+    """A ``FleetHost`` on the adb server's phones with ``run_episode`` as the work (and
+    ``extra_actors(bus)`` beside it); returns when cancelled."""
+    def work(bus: Bus) -> tuple[RunEpisode, Sequence[Actor]]:
+        return run_episode, (extra_actors(bus) if extra_actors is not None else ())
 
-    ``fleet_config`` defaults to the config's ``[fleet]`` section; ``extra_actors(bus)`` adds
-    actors on the host's bus (the agent's recorder). Returns when cancelled. On a 3.1.1
-    broker (the embedded one) fleet-wide instructions are dispatched locally, which is right
-    for a single host only.
-    """
-    holder: list[FleetManager] = []
-
-    async def on_instruction(serial: str | None, instr: Instruction) -> None:
-        await holder[0].submit(serial, instr)
-
-    def actors(bus: Any) -> list[Actor]:
-        fleet = FleetManager(bus, run_episode=run_episode, host=host_name(cfg),
-                             config=fleet_config or cfg.fleet,
-                             max_instruction_chars=cfg.limits.max_instruction_chars)
-        holder.append(fleet)
-        if getattr(bus, "protocol", None) != "5":
-            log.warning("fleet_local_dispatch", protocol=getattr(bus, "protocol", None),
-                        hint="MQTT 3.1.1 has no shared subscriptions: run one host per broker")
-        return [fleet, *(extra_actors(bus) if extra_actors is not None else ())]
-
-    runtime = HostRuntime(cfg, on_instruction=on_instruction, actors=actors)
-    # The host runs shielded from our caller's cancellation, so that a stop is orderly: the
-    # fleet ends its phones' groups and publishes their outcomes and offline status while
-    # the bus is still connected, and only then is the host (bus, broker) cancelled.
-    host_scope = anyio.CancelScope(shield=True)
-    host_done = anyio.Event()
-    started = _Started()
-
-    async def run_host() -> None:
-        try:
-            with host_scope:
-                await runtime.run(task_status=started)
-        finally:
-            host_done.set()
-            started.event.set()
-
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(run_host)
-        try:  # not tg.start: a stop during start-up must reach the shielded host too
-            await started.event.wait()
-            if not host_done.is_set():
-                task_status.started(started.value)
-            await host_done.wait()  # the host only ends by itself on an error (raised by tg)
-        finally:
-            with anyio.CancelScope(shield=True):
-                if holder and started.value and not host_done.is_set():
-                    await holder[0].stop()
-                host_scope.cancel()
-                with anyio.move_on_after(30):
-                    await host_done.wait()
-
-
-class _Started:
-    """A ``TaskStatus`` that remembers the value (the broker URL) and sets an event."""
-
-    def __init__(self) -> None:
-        self.event = anyio.Event()
-        self.value = ""
-
-    def started(self, value: str | None = None) -> None:
-        self.value = value or ""
-        self.event.set()
+    await FleetHost(cfg, work, fleet_config=fleet_config).run(task_status=task_status)

@@ -1,10 +1,11 @@
 """The agent loop as the fleet's per-phone worker: ``host.fleet`` calls ``run_episode``.
 
-runtime/ cannot import actors/, so this adapter lives here: one ``DeviceAgent`` per phone,
+The fleet stays generic over its work, so this adapter lives here: one ``DeviceAgent`` per phone,
 kept in the handle's per-phone state (reset when the phone returns; the phone is registered
 with the host's services while it is there and unregistered when its group ends), with the fleet's
 Cancel and the episode's control messages (Approve, Answer, Steer, which the fleet routes to
-the running episode) forwarded to the agent's control inbox.
+the running episode) forwarded to the agent's control inbox. The agent runs with
+``announce=False``: the fleet publishes the episode's start and its one outcome.
 
 For the step actors to talk over the bus, build the agents with the host's
 ``AgentServices`` (``DeviceAgent(..., services=services)``) and run ``services.actors()``
@@ -17,14 +18,13 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 
 import anyio
-import msgspec
 
-from actors.episode import DeviceAgent
+from actors.episode import DeviceAgent, EpisodeOutcome
 from host.fleet import DeviceHandle, EpisodeControl
-from protocol.messages import Cancel, EpisodeFinished, Instruction
+from protocol.messages import Cancel, Instruction
 from runtime import topics
 
-RunEpisode = Callable[[DeviceHandle, Instruction, EpisodeControl], Awaitable[EpisodeFinished]]
+RunEpisode = Callable[[DeviceHandle, Instruction, EpisodeControl], Awaitable[EpisodeOutcome]]
 
 
 def serve_phone(agent: DeviceAgent, handle: DeviceHandle) -> None:
@@ -41,13 +41,12 @@ def agent_worker(make_agent: Callable[[DeviceHandle], DeviceAgent]) -> RunEpisod
     """A fleet ``run_episode`` that runs each instruction on the phone's ``DeviceAgent``."""
 
     async def run_episode(handle: DeviceHandle, instr: Instruction,
-                          control: EpisodeControl) -> EpisodeFinished:
+                          control: EpisodeControl) -> EpisodeOutcome:
         agent = handle.state.get("agent")
         if not isinstance(agent, DeviceAgent):
-            agent = handle.state["agent"] = make_agent(handle)
+            agent = make_agent(handle)
+            handle.state["agent"] = agent
             serve_phone(agent, handle)
-        if not instr.episode_id:  # one episode id for the fleet and the agent's events
-            instr = msgspec.structs.replace(instr, episode_id=control.episode_id)
         topic = topics.device_control(handle.serial)
         async with anyio.create_task_group() as tg:
 
@@ -61,9 +60,8 @@ def agent_worker(make_agent: Callable[[DeviceHandle], DeviceAgent]) -> RunEpisod
 
             tg.start_soon(forward_cancel)
             tg.start_soon(forward_control)
-            outcome = await agent.run_episode(instr)
+            outcome = await agent.run_episode(instr, announce=False)
             tg.cancel_scope.cancel()
-        return EpisodeFinished(instruction_id=instr.id, status=outcome.status,
-                               reason=outcome.reason, steps=outcome.steps)
+        return outcome
 
     return run_episode

@@ -37,6 +37,16 @@ InstructionHandler = Callable[[str | None, Instruction], Awaitable[None]]
 VERSION = "0.1.0"
 
 
+def instruction_problem(text: str, *, max_chars: int) -> str | None:
+    """Why an instruction's text cannot be run (blank, too long), or None: the one check
+    the gate, the fleet and ``mobagent submit`` share."""
+    if not text.strip():
+        return "instruction text is blank"
+    if len(text) > max_chars:
+        return f"instruction text has {len(text)} characters; the limit is {max_chars}"
+    return None
+
+
 def host_name(cfg: RuntimeConfig) -> str:
     name = cfg.host.name or socket.gethostname() or "host"
     return topics.check_name(name, "host")
@@ -88,10 +98,9 @@ class InstructionGate(Actor):
         await self.on_instruction(serial, msg)
 
     def _problem(self, serial: str | None, msg: Instruction) -> str | None:
-        if len(msg.text) > self.max_chars:
-            return f"instruction text has {len(msg.text)} characters; the limit is {self.max_chars}"
-        if not msg.text.strip():
-            return "instruction text is blank"
+        problem = instruction_problem(msg.text, max_chars=self.max_chars)
+        if problem is not None:
+            return problem
         if serial is not None and msg.device and msg.device != serial:
             return f"instruction names device {msg.device!r} but was sent to {serial!r}"
         return None

@@ -1,18 +1,14 @@
-"""A host running agents: the runtime's host (broker, bus, instruction gate) plus one
-``DeviceAgent`` (planner) per phone, the host's agent services on the bus (capture,
+"""The agent on the host's one runner: ``agent_host`` is a ``FleetHost`` (host/fleet.py)
+whose per-phone work is a ``DeviceAgent``, with the host's agent services (capture,
 perception, actuator, reflector and the reply router: ``actors/services.py``), the
-recorder and a progress view.
+recorder and a progress view on the host's bus.
 
-Instructions reach an agent two ways: over the bus (``mobagent submit`` -> the gate ->
-``dispatch``), or in-process (``run_on``, which the CLI and the benchmark use, and which
-waits for the outcome). Either way the agent runs one episode at a time.
-
-This is the single-host, fixed-device-list runner (``mobagent run``, ``demo``, the
-Mobile-Eval benchmark). ``mobagent serve`` uses ``host.fleet.FleetManager`` instead
-(discovery, hot-plug, per-phone queues and rejection) through
-``host.fleet_worker.agent_worker``; both build ``DeviceAgent``s on the same
-``AgentServices``. AgentHost still queues in ``DeviceAgent.submit`` because ``run_on`` must
-run an instruction in-process on a device the caller names and return its outcome.
+Every command that runs the agent builds one: ``serve`` (the adb server's phones, found and
+hot-plugged by ``AdbDevices``), ``run``, ``demo`` and the Mobile-Eval runner (a
+``FixedDevices`` list, instructions given in-process through ``FleetHost.run_on``, which
+waits for the outcome). Instructions over the bus (``mobagent submit`` -> the gate -> the
+fleet) are queued the same way; the fleet runs one episode at a time per phone and owns
+each episode's lifecycle events.
 """
 
 from __future__ import annotations
@@ -22,17 +18,15 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TextIO
 
-import anyio
-import msgspec
-from anyio.abc import TaskStatus
-
 from actors.config import AgentConfig
-from actors.episode import DeviceAgent, EpisodeOutcome
+from actors.episode import DeviceAgent
 from actors.perception import PerceptionActor
 from actors.planner import Policy
 from actors.services import AgentServices
-from devices.adb import Device
-from host.host_runtime import HostRuntime
+from devices.adb import AdbDevice
+from devices.discovery import DeviceSource
+from host.fleet import DeviceHandle, FleetHost, RunEpisode
+from host.fleet_worker import agent_worker
 from protocol.messages import (
     ActionDone,
     EpisodeFinished,
@@ -49,6 +43,7 @@ from recording.recorder import Recorder
 from runtime import topics
 from runtime.actor import Actor, Publisher
 from runtime.bus import Bus
+from runtime.config import FleetConfig
 
 PolicyFor = Callable[[str, Instruction], Policy]  # (serial, instruction) -> policy
 SHOWN = (EpisodeStarted, Plan, NotFound, ActionDone, Reflection, EpisodeFinished, Error)
@@ -69,69 +64,39 @@ class ProgressPrinter(Actor):
             print(human_line(topic, msg), file=self.out, flush=True)
 
 
-class AgentHost:
-    def __init__(
-        self,
-        cfg: AgentConfig,
-        devices: Sequence[Device],
-        policy_for: PolicyFor,
-        *,
-        record_dir: str | Path | None = None,
-        perception: PerceptionActor | None = None,
-        progress: TextIO | None | bool = True,
-    ) -> None:
-        self.cfg = cfg
-        self.devices = list(devices)
-        self.policy_for = policy_for
-        self.record_dir = Path(record_dir) if record_dir is not None else None
-        self.perception = perception or PerceptionActor(
-            settings=cfg.perception, workers=cfg.agent.perception_workers)
-        self.progress = progress
-        self.agents: dict[str, DeviceAgent] = {}
-        self.services: AgentServices | None = None
-        self.recorder: Recorder | None = None
-        self.runtime = HostRuntime(cfg, on_instruction=self.dispatch, actors=self._actors)
+def agent_host(
+    cfg: AgentConfig,
+    policy_for: PolicyFor,
+    *,
+    source: DeviceSource | None = None,
+    perception: PerceptionActor | None = None,
+    record_dir: str | Path | None = None,
+    progress: TextIO | bool = False,
+    fleet_config: FleetConfig | None = None,
+) -> FleetHost:
+    """A host running the agent on every phone of ``source`` (default: the adb server's).
 
-    def _actors(self, bus: Bus) -> list[Actor]:
-        services = self.services = AgentServices(bus, self.perception)
+    ``perception`` is shared by all phones of the host (one model set, a bounded pool);
+    ``progress`` prints a line per step (True: to stdout).
+    """
+    engine = perception or PerceptionActor(settings=cfg.perception,
+                                           workers=cfg.agent.perception_workers)
+
+    def work(bus: Bus) -> tuple[RunEpisode, Sequence[Actor]]:
+        services = AgentServices(bus, engine)
+
+        def make_agent(handle: DeviceHandle) -> DeviceAgent:
+            device = AdbDevice(handle.serial, client=handle.adb, capture=cfg.device.capture,
+                               timeout_s=cfg.device.timeout_s)
+            return DeviceAgent(handle.bus, device, settings=cfg.agent, perception=engine,
+                               policy_for=lambda instr: policy_for(handle.serial, instr),
+                               host=handle.host, services=services)
+
         actors: list[Actor] = [*services.actors()]
-        for dev in self.devices:
-            services.register(dev, self.cfg.agent)  # the services own the phone's state
-            agent = DeviceAgent(
-                bus, dev, settings=self.cfg.agent, perception=self.perception,
-                policy_for=self._policy_factory(dev.serial), host=self.runtime.host,
-                services=services,
-            )
-            self.agents[dev.serial] = agent
-            actors.append(agent)
-        if self.record_dir is not None:
-            self.recorder = Recorder(bus, self.record_dir)
-            actors.append(self.recorder)
-        if self.progress is not False:
-            out = None if self.progress is True or self.progress is None else self.progress
-            actors.append(ProgressPrinter(bus, out))
-        return actors
+        if record_dir is not None:
+            actors.append(Recorder(bus, Path(record_dir)))
+        if progress is not False:
+            actors.append(ProgressPrinter(bus, None if progress is True else progress))
+        return agent_worker(make_agent), actors
 
-    def _policy_factory(self, serial: str) -> Callable[[Instruction], Policy]:
-        def make(instr: Instruction) -> Policy:
-            return self.policy_for(serial, instr)
-
-        return make
-
-    async def dispatch(self, serial: str | None, instr: Instruction) -> None:
-        """The gate's callback: the named phone, or the first idle one for fleet instructions."""
-        if serial is None:
-            idle = [a for a in self.agents.values() if not a.busy]
-            agent = (idle or list(self.agents.values()))[0] if self.agents else None
-        else:
-            agent = self.agents.get(serial)
-        if agent is None:
-            return
-        await agent.submit(msgspec.structs.replace(instr, device=agent.serial))
-
-    async def run(self, *, task_status: TaskStatus[str] = anyio.TASK_STATUS_IGNORED) -> None:
-        await self.runtime.run(task_status=task_status)
-
-    async def run_on(self, serial: str, instr: Instruction) -> EpisodeOutcome:
-        """Run one instruction on ``serial`` now (in-process) and return its outcome."""
-        return await self.agents[serial].run_episode(instr)
+    return FleetHost(cfg, work, source=source, fleet_config=fleet_config)

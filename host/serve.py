@@ -4,9 +4,10 @@ runtime/ cannot import actors/, so this command is a plug-in (entry point ``serv
 ``mobagent.commands`` group); it replaces the runtime's bare ``serve``, which stays
 reachable as ``serve --runtime-only``. What it runs:
 
-- ``host.fleet.serve_fleet``: the host runtime (broker or URL, bus with the host's last
+- ``host.runner.agent_host``: the host runtime (broker or URL, bus with the host's last
   will, the instruction gate) and a ``FleetManager`` configured by ``[fleet]``: discovery
-  through adb's ``track_devices``, one supervised group per phone, status, queues, Cancel;
+  through adb's ``track_devices`` (``devices.discovery.AdbDevices``), one supervised group
+  per phone, status, queues, Cancel;
 - per phone, ``host.fleet_worker.agent_worker``: a ``DeviceAgent`` built from the config's
   ``[agent]`` and ``[device]`` sections, with the LLM policy of ``[llm]``;
 - shared by all phones of the host: one ``PerceptionActor`` (one model set, a bounded pool
@@ -14,15 +15,14 @@ reachable as ``serve --runtime-only``. What it runs:
   (``llm.max_concurrent``, ``llm.requests_per_minute``) is therefore per host;
 - with ``--record DIR``, the recorder (``mobagent report DIR`` renders what it wrote).
 
-The agent announces its own episodes and busy/idle status, so the fleet runs with
-``lifecycle_events = "worker"`` whatever the config says.
+The fleet announces every episode (``EpisodeStarted``, one ``EpisodeFinished``) and the
+phones' status; the agent publishes its steps.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -32,19 +32,12 @@ import structlog
 from anyio.abc import TaskStatus
 
 from actors.config import AgentConfig
-from actors.episode import DeviceAgent
-from actors.perception import PerceptionActor
 from actors.planner import LLMPolicy, Policy
-from actors.services import AgentServices
-from devices.adb import AdbDevice
-from host.fleet import DeviceHandle, serve_fleet
-from host.fleet_worker import agent_worker
 from host.host_runtime import serve as serve_runtime
-from models.llm import ChatModel, LLMClient, LLMConfigError
+from host.runner import agent_host
+from models.llm import LLMClient, LLMConfigError
 from protocol.messages import Instruction
-from recording.recorder import Recorder
 from runtime import topics
-from runtime.actor import Actor
 from runtime.cli import EXIT_OK, EXIT_USAGE, prepare, run_until_signalled
 from runtime.config import RuntimeConfig
 
@@ -60,29 +53,6 @@ NO_KEY_HELP = (
 )
 
 
-def agent_factory(
-    cfg: AgentConfig, llm: ChatModel, perception: PerceptionActor,
-    services: Callable[[], AgentServices | None] = lambda: None,
-) -> Callable[[DeviceHandle], DeviceAgent]:
-    """One ``DeviceAgent`` per phone generation, its adb calls scoped to the phone's serial.
-
-    ``services()`` gives the host's agent services on the bus once the bus is up (the step
-    requests then travel through the broker); None runs them in-process.
-    """
-
-    def policy_for(_instr: Instruction) -> Policy:
-        return LLMPolicy(llm, keep_screenshots=cfg.agent.keep_screenshots,
-                         max_reasks=cfg.agent.max_reasks)
-
-    def make(handle: DeviceHandle) -> DeviceAgent:
-        device = AdbDevice(handle.serial, client=handle.adb, capture=cfg.device.capture,
-                           timeout_s=cfg.device.timeout_s)
-        return DeviceAgent(handle.bus, device, settings=cfg.agent, perception=perception,
-                           policy_for=policy_for, host=handle.host, services=services())
-
-    return make
-
-
 async def serve_agents(
     cfg: AgentConfig, *, record_dir: Path | None = None,
     task_status: TaskStatus[str] = anyio.TASK_STATUS_IGNORED,
@@ -93,25 +63,16 @@ async def serve_agents(
     connects; ``task_status.started`` gets the broker URL.
     """
     llm = LLMClient(cfg.llm)  # checks the key first: nothing is started without one
-    perception = PerceptionActor(settings=cfg.perception, workers=cfg.agent.perception_workers)
-    fleet_cfg = msgspec.structs.replace(cfg.fleet, lifecycle_events="worker")
 
-    holder: list[AgentServices] = []
-
-    def extra_actors(bus: Any) -> Sequence[Actor]:
-        services = AgentServices(bus, perception)
-        holder[:] = [services]
-        recorder = [Recorder(bus, record_dir)] if record_dir is not None else []
-        return [*services.actors(), *recorder]
+    def policy_for(_serial: str, _instr: Instruction) -> Policy:
+        return LLMPolicy(llm, keep_screenshots=cfg.agent.keep_screenshots,
+                         max_reasks=cfg.agent.max_reasks)
 
     async with llm:
         log.info("agent_serve_starting", planner=cfg.llm.model_for("planner"),
-                 llm=cfg.llm.base_url, serials=list(fleet_cfg.serials) or "all",
+                 llm=cfg.llm.base_url, serials=list(cfg.fleet.serials) or "all",
                  record_dir=str(record_dir) if record_dir else None)
-        await serve_fleet(cfg, agent_worker(agent_factory(cfg, llm, perception,
-                                                                lambda: holder[0] if holder else None)),
-                          fleet_config=fleet_cfg, extra_actors=extra_actors,
-                          task_status=task_status)
+        await agent_host(cfg, policy_for, record_dir=record_dir).run(task_status=task_status)
     return EXIT_OK
 
 

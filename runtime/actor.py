@@ -11,7 +11,7 @@ a bus.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterable, Sequence
+from collections.abc import AsyncIterable, Awaitable, Callable, Sequence
 from typing import Protocol
 
 import aiomqtt
@@ -149,6 +149,39 @@ class Router:
         self._routes.clear()
 
 
+async def restart_with_backoff(
+    body: Callable[[], Awaitable[None]],
+    on_crash: Callable[[BaseException, int, float], Awaitable[None]],
+    *,
+    backoff: Backoff | None = None,
+    healthy_after_s: float = 10.0,
+    max_restarts: int | None = None,
+) -> None:
+    """Run ``body`` until it returns; when it raises, run it again after a backoff delay.
+
+    ``on_crash(cause, restarts, delay)`` hears of each crash first (``cause`` is the error
+    inside any task-group wrapping). A run that lasted ``healthy_after_s`` resets the
+    backoff; past ``max_restarts`` the cause is raised. Cancellation is never caught.
+    """
+    backoff = backoff or Backoff(0.5, 30.0)
+    restarts = 0
+    while True:
+        started = anyio.current_time()
+        try:
+            await body()
+            return
+        except Exception as exc:
+            cause = root_cause(exc)
+            restarts += 1
+            if anyio.current_time() - started > healthy_after_s:
+                backoff.reset()
+            delay = backoff.next_delay()
+            await on_crash(cause, restarts, delay)
+            if max_restarts is not None and restarts > max_restarts:
+                raise cause from exc if cause is not exc else None
+            await anyio.sleep(delay)
+
+
 async def supervise(
     actor: Actor,
     router: Router,
@@ -163,37 +196,33 @@ async def supervise(
     ``task_status.started`` fires once the actor's first inbox is attached to the router, so
     nothing routed after that point can miss it.
     """
-    backoff = backoff or Backoff(0.5, 30.0)
-    restarts = 0
-    while True:
+    attached = False
+
+    async def once() -> None:
+        nonlocal attached
         inbox = router.attach(actor)
-        if restarts == 0:
+        if not attached:
+            attached = True
             task_status.started()
-        started = anyio.current_time()
         try:
-            await actor.run(inbox)
-            return  # the inbox closed: a clean shutdown
-        except anyio.get_cancelled_exc_class():
-            raise
-        except Exception as exc:
+            await actor.run(inbox)  # returns when the inbox closed: a clean shutdown
+        except Exception:
             router.detach(inbox)
-            cause = _root_cause(exc)
-            restarts += 1
-            if anyio.current_time() - started > healthy_after_s:
-                backoff.reset()
-            delay = backoff.next_delay()
-            what = f"{type(cause).__name__}: {cause}"
-            log.error("actor_crashed", actor=actor.name, error=what, restart=restarts,
-                      retry_in_s=round(delay, 2))
-            await actor.report("", None, "actor crashed", what)
-            if max_restarts is not None and restarts > max_restarts:
-                raise cause from exc if cause is not exc else None
-            await anyio.sleep(delay)
+            raise
+
+    async def crashed(cause: BaseException, restarts: int, delay: float) -> None:
+        what = f"{type(cause).__name__}: {cause}"
+        log.error("actor_crashed", actor=actor.name, error=what, restart=restarts,
+                  retry_in_s=round(delay, 2))
+        await actor.report("", None, "actor crashed", what)
+
+    await restart_with_backoff(once, crashed, backoff=backoff, healthy_after_s=healthy_after_s,
+                               max_restarts=max_restarts)
 
 
-def _root_cause(exc: Exception) -> Exception:
+def root_cause(exc: BaseException) -> BaseException:
     """The single error inside (nested) task-group exception groups, else ``exc`` itself."""
-    while isinstance(exc, ExceptionGroup) and len(exc.exceptions) == 1:
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
         exc = exc.exceptions[0]
     return exc
 

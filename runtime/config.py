@@ -109,12 +109,6 @@ class FleetConfig(Section):
     serials: list[str] = []  # only these phones (empty: every phone adb lists)
     publish_timeout_s: Positive = 60.0  # terminal events and status retry this long
     offline_poll_s: Positive = 0.5  # after a device-offline failure, how often to re-check it
-    # Who announces an episode that reached the worker: "fleet" (EpisodeStarted, EpisodeFinished
-    # and busy/idle status), or "worker" when run_episode publishes them itself (the agent's
-    # DeviceAgent does, so the agent's serve sets "worker" whatever the file says). The fleet
-    # always reports what the worker cannot: rejections, queued cancels, a phone lost
-    # mid-episode, a hard stop after the cancel grace, and offline.
-    lifecycle_events: Literal["fleet", "worker"] = "fleet"
 
 
 class RuntimeConfig(Section):

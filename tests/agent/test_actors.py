@@ -20,8 +20,9 @@ from actors.perception import PerceptionActor
 from actors.planner import ScriptedPolicy
 from actors.reflector import ReflectorActor
 from devices.adb import AdbDevice
+from devices.discovery import FixedDevices
 from host.client_cli import submit
-from host.runner import AgentHost
+from host.runner import agent_host
 from protocol.messages import (
     ActionDone,
     Answer,
@@ -283,13 +284,12 @@ async def test_an_instruction_over_the_bus_runs_and_is_recorded(
     sim_device.phone.key(3)
     cfg = AgentConfig(bus=BusConfig(url=mosquitto.url), host=HostConfig(name="test-host"),
                       agent=fast_settings(completion_check=False))
-    host = AgentHost(cfg, [AdbDevice(sim_device.serial)],
-                     lambda _s, _i: ScriptedPolicy([OpenApp("Settings")]),
-                     record_dir=tmp_path, perception=shared_perception, progress=False)
+    host = agent_host(cfg, lambda _s, _i: ScriptedPolicy([OpenApp("Settings")]),
+                      source=FixedDevices([sim_device.serial]), record_dir=tmp_path,
+                      perception=shared_perception)
     out = io.StringIO()
     async with anyio.create_task_group() as tg:
-        await tg.start(host.run)
-        await anyio.sleep(0.3)
+        await tg.start(host.run)  # started: the gate and the fleet are subscribed
         rc = await submit(cfg, sim_device.serial, "Open the settings.", instruction_id="bus-1",
                           task=None, timeout_s=90, as_json=True, out=out)
         await anyio.sleep(0.5)

@@ -130,6 +130,7 @@ class Client:
     started: list[EpisodeStarted] = field(default_factory=list)
     finished: list[EpisodeFinished] = field(default_factory=list)
     errors: list[Error] = field(default_factory=list)
+    actions: list[ActionDone] = field(default_factory=list)
     status: list[tuple[str, DeviceStatus, float]] = field(default_factory=list)
     changed: anyio.Event = field(default_factory=anyio.Event)
 
@@ -150,6 +151,13 @@ class Client:
             while not want <= set(self.finished_ids()):
                 await self._wait_change()
 
+    async def wait_actions(self, instruction_id: str, count: int, timeout_s: float = 30.0) -> None:
+        """Until ``count`` performed actions of the instruction's episode have been seen."""
+        with anyio.fail_after(timeout_s):
+            while sum(1 for a in self.actions
+                      if a.correlation_id == instruction_id and a.ok) < count:
+                await self._wait_change()
+
     async def wait_status(self, serial: str, state: str, timeout_s: float = 15.0) -> float:
         with anyio.fail_after(timeout_s):
             while self.last_status(serial) != state:
@@ -168,6 +176,8 @@ class Client:
             self.finished.append(msg)
         elif isinstance(msg, Error):
             self.errors.append(msg)
+        elif isinstance(msg, ActionDone):
+            self.actions.append(msg)
         elif isinstance(msg, DeviceStatus):
             serial = topics.serial_of(topic)
             if serial:
@@ -182,7 +192,7 @@ async def fleet_client(address: BrokerAddress, name: str = "client", *, username
     async with bus_for(address, f"fleet-test-{name}", username=username,
                        password=password) as bus, anyio.create_task_group() as tg:
         client = Client(bus)
-        for kind in ("episode_started", "episode_finished", "error"):
+        for kind in ("episode_started", "episode_finished", "error", "action_done"):
             await bus.subscribe(topics.device_events_filter(None, kind))
         await bus.subscribe(topics.host_events_filter())
         await bus.subscribe(topics.all_device_status_filter())

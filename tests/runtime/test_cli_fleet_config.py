@@ -23,17 +23,17 @@ def test_fleet_defaults_are_the_fleet_managers() -> None:
 def test_fleet_from_file_env_and_set(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = tmp_path / "c.toml"
     path.write_text('[fleet]\nmax_queued_per_device = 2\nserials = ["a"]\n'
-                    'lifecycle_events = "worker"\n')
+                    'offline_poll_s = 2.0\n')
     monkeypatch.setenv("MOBAGENT_FLEET__CANCEL_GRACE_S", "1.5")
     cfg = config_from_args(_args("--config", str(path), "--set", 'fleet.serials=["x", "y"]'),
                            RuntimeConfig)
-    assert cfg.fleet.max_queued_per_device == 2 and cfg.fleet.lifecycle_events == "worker"
+    assert cfg.fleet.max_queued_per_device == 2 and cfg.fleet.offline_poll_s == 2.0
     assert cfg.fleet.serials == ["x", "y"] and cfg.fleet.cancel_grace_s == 1.5
 
 
 @pytest.mark.parametrize(("override", "expected"), [
     ("fleet.max_queued_per_device=-1", "fleet.max_queued_per_device: expected int >= 0"),
-    ("fleet.lifecycle_events=agent", "fleet.lifecycle_events: invalid enum value"),
+    ("fleet.lifecycle_events=fleet", "fleet.lifecycle_events: unknown key"),
     ("fleet.adb_port=70000", "fleet.adb_port: expected int <= 65535"),
     ("fleet.serial=x", "fleet.serial: unknown key"),
 ])

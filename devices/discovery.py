@@ -1,0 +1,209 @@
+"""Where a host's phones come from: a ``DeviceSource``, and its two kinds.
+
+The fleet (``host/fleet.py``) needs three things of a source: the phones present now (with
+adb's state for each: ``device``, ``offline``, ``unauthorized``...), a stream of changes
+after that (a phone plugged in, unplugged, changing state), and a readiness probe for one
+phone (is it really there after an episode failed on it?).
+
+- ``AdbDevices``: what the adb server sees. The listing is ``adb devices``; the changes are
+  adbutils' ``track_devices`` (adb's ``host:track-devices``, hot-plug) read in a thread
+  and fed into a memory stream; the tracking socket is shut down to stop it, and the stream
+  ends when the adb server goes away (the fleet lists again and starts a new one). The
+  probe is the listing plus ``echo ok`` through the phone's shell.
+- ``FixedDevices``: a list of serials given up front (``mobagent run``, ``demo``, the
+  Mobile-Eval runner): all present, no changes, always ready. The phones are the caller's
+  for the whole run, and an episode that fails on one keeps the agent's own reason.
+"""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
+
+import anyio
+import structlog
+
+from devices.adb import adb_server_port
+
+if TYPE_CHECKING:
+    import adbutils
+
+log = structlog.get_logger(__name__)
+
+ABSENT = "absent"  # a change's state when the phone left adb's list altogether
+PROBE_TIMEOUT_S = 5.0
+
+
+class DeviceChange(NamedTuple):
+    serial: str
+    state: str  # adb's state ("device" is usable), or ABSENT
+
+
+class DeviceSourceError(RuntimeError):
+    """The source cannot list its phones now (no adb server there, ...)."""
+
+
+class DeviceSource(Protocol):
+    """The phones a host may drive, and how that set changes."""
+
+    def describe(self) -> str:
+        """A few words for logs: where the phones come from."""
+        ...
+
+    async def present(self) -> dict[str, str]:
+        """Serial -> adb state of every phone there now; ``DeviceSourceError`` if unknown."""
+        ...
+
+    def changes(self) -> AbstractAsyncContextManager[AsyncIterator[DeviceChange]]:
+        """Changes from now on; the iterator ends when the source lost track (list again)."""
+        ...
+
+    async def ready(self, serial: str) -> bool:
+        """Whether ``serial`` is there and answering (never raises)."""
+        ...
+
+
+# ---- the adb server ------------------------------------------------------------------------
+
+
+class _Tracker:
+    """adbutils' ``track_devices`` in a thread; ``stop`` shuts its socket to end it."""
+
+    def __init__(self, host: str, port: int) -> None:
+        import adbutils
+
+        conns: list[Any] = []
+
+        class TrackingClient(adbutils.AdbClient):
+            # The only way to reach the tracking socket (to shut it from another thread):
+            # remember each connection this client makes.
+            def make_connection(self, timeout: float | None = None) -> adbutils.AdbConnection:
+                conn = super().make_connection(timeout)
+                conns.append(conn)
+                return conn
+
+        self._conns = conns
+        self._client = TrackingClient(host=host, port=port, socket_timeout=None)
+        self._stopped = False
+
+    def run(self, emit: Callable[[DeviceChange], None]) -> str:
+        """Blocking: call ``emit`` for every change; returns why it ended."""
+        try:
+            for ev in self._client.track_devices():
+                if self._stopped:
+                    return "stopped"
+                emit(DeviceChange(ev.serial, ev.status if ev.present else ABSENT))
+        except Exception as exc:  # the adb server went away, or stop() shut the socket
+            return "stopped" if self._stopped else f"{type(exc).__name__}: {exc}"
+        return "ended"
+
+    def stop(self) -> None:
+        self._stopped = True
+        for conn in self._conns:
+            try:
+                conn.conn.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass  # already closed
+
+
+class AdbDevices:
+    """Every phone the adb server at ``host:port`` lists (port 0: as adb picks it)."""
+
+    def __init__(self, host: str = "127.0.0.1", port: int = 0, *, timeout_s: float = 15.0,
+                 client: adbutils.AdbClient | None = None) -> None:
+        self.host = host
+        self.port = port or adb_server_port()
+        self.timeout_s = timeout_s
+        self._client = client
+
+    def describe(self) -> str:
+        return f"adb server {self.host}:{self.port}"
+
+    def client(self) -> adbutils.AdbClient:
+        if self._client is None:
+            import adbutils  # late: ANDROID_ADB_SERVER_PORT must be set before the first use
+
+            self._client = adbutils.AdbClient(host=self.host, port=self.port,
+                                              socket_timeout=self.timeout_s)
+        return self._client
+
+    async def present(self) -> dict[str, str]:
+        client = self.client()
+        try:
+            with anyio.fail_after(self.timeout_s + 1):
+                infos = await anyio.to_thread.run_sync(client.list, abandon_on_cancel=True)
+        except Exception as exc:
+            raise DeviceSourceError(
+                f"cannot list the phones of the {self.describe()} ({type(exc).__name__}: {exc});"
+                " is an adb server running there? `adb start-server`") from exc
+        return {str(d.serial): str(d.state) for d in infos}
+
+    @asynccontextmanager
+    async def changes(self) -> AsyncIterator[AsyncIterator[DeviceChange]]:
+        tracker = _Tracker(self.host, self.port)
+        send, recv = anyio.create_memory_object_stream[DeviceChange](256)
+
+        async def track() -> None:
+            def emit(change: DeviceChange) -> None:
+                anyio.from_thread.run(send.send, change)
+
+            with send:  # closed when tracking ends: the consumer's iteration ends with it
+                try:
+                    why = await anyio.to_thread.run_sync(
+                        tracker.run, emit, abandon_on_cancel=True,
+                        limiter=anyio.CapacityLimiter(1))
+                    log.warning("adb_tracker_ended", why=why, adb=self.describe())
+                finally:
+                    tracker.stop()
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(track)
+            try:
+                with recv:
+                    yield recv
+            finally:
+                tracker.stop()
+                tg.cancel_scope.cancel()
+
+    async def ready(self, serial: str) -> bool:
+        """Listed as ``device`` by adb and answering a shell command: really there."""
+        try:
+            if (await self.present()).get(serial) != "device":
+                return False
+            dev = self.client().device(serial)
+            with anyio.fail_after(PROBE_TIMEOUT_S):
+                out = await anyio.to_thread.run_sync(
+                    lambda: dev.shell("echo ok", timeout=PROBE_TIMEOUT_S - 1),
+                    abandon_on_cancel=True)
+            return str(out).strip() == "ok"
+        except Exception:  # any failure to answer means: not there
+            return False
+
+
+# ---- a fixed list ---------------------------------------------------------------------------
+
+
+class FixedDevices:
+    """These serials, present from the start and never changing."""
+
+    def __init__(self, serials: Sequence[str]) -> None:
+        if not serials:
+            raise ValueError("FixedDevices needs at least one serial")
+        self.serials = tuple(dict.fromkeys(serials))
+
+    def describe(self) -> str:
+        return f"fixed list {', '.join(self.serials)}"
+
+    async def present(self) -> dict[str, str]:
+        return dict.fromkeys(self.serials, "device")
+
+    @asynccontextmanager
+    async def changes(self) -> AsyncIterator[AsyncIterator[DeviceChange]]:
+        send, recv = anyio.create_memory_object_stream[DeviceChange](0)
+        with send, recv:  # nothing is ever sent: the iteration waits until the fleet stops
+            yield recv
+
+    async def ready(self, serial: str) -> bool:
+        return serial in self.serials
