@@ -20,6 +20,7 @@ BENCHMARKS = {
     "speculation": "what speculative OCR saves while the planner waits",
     "mobile_eval": "Mobile-Eval-sim: SU / PS / RE / CR per tier",
     "fleet": "steps/s and per-step overhead for 1..N phones",
+    "memory": "planner prompt tokens per step with memory on and off; the history bound",
 }
 
 
