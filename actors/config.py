@@ -66,6 +66,19 @@ class AgentSettings(Section):
     perception_workers: Annotated[int, Meta(ge=1, le=64)] = 1  # frames grounded at once, per host
     # A model's point within this many pixels of exactly one OCR line/icon snaps to its centre.
     snap_radius_px: Annotated[int, Meta(ge=0, le=500)] = 24
+    # ---- memory and planning (Mobile-Agent-v2); recorded in each EpisodeStarted.settings
+    # The progress summary: a field of the planner's reply ("inline"), a separate planning
+    # call after each step ("call"), or none ("off").
+    planning: Literal["inline", "call", "off"] = "inline"
+    # After each action: the pixel checks ("pixels"), an LLM judge on the before and after
+    # screenshots ("llm"), or the judge only when the pixel check is unsure ("both").
+    reflection: Literal["pixels", "llm", "both"] = "pixels"
+    notes: bool = True  # Note (text) and the Memory: field; the notes go into every prompt
+    history_thoughts: bool = True  # earlier steps' Observation and Thought in the prompt
+    max_notes: Annotated[int, Meta(ge=1, le=100)] = 12  # the oldest note goes past this
+    check_screens: Annotated[int, Meta(ge=0, le=5)] = 2  # earlier screens the completion check sees
+    # A wrong_page from the LLM judge is undone with Back before the next step.
+    back_on_wrong_page: bool = True
 
 
 class DeviceSettings(Section):
@@ -78,6 +91,17 @@ class AgentConfig(RuntimeConfig):
     perception: PerceptionSettings = msgspec.field(default_factory=PerceptionSettings)
     agent: AgentSettings = msgspec.field(default_factory=AgentSettings)
     device: DeviceSettings = msgspec.field(default_factory=DeviceSettings)
+
+
+def episode_settings(s: AgentSettings, max_prompt_tokens: int = 0) -> dict[str, str]:
+    """The episode-level choices as each ``EpisodeStarted`` records them (two runs compare)."""
+    return {
+        "planning": s.planning, "reflection": s.reflection, "notes": str(s.notes).lower(),
+        "history_thoughts": str(s.history_thoughts).lower(),
+        "completion_check": str(s.completion_check).lower(),
+        "check_screens": str(s.check_screens), "keep_screenshots": str(s.keep_screenshots),
+        "max_prompt_tokens": str(max_prompt_tokens),
+    }
 
 
 def load_agent_config(

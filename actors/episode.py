@@ -50,7 +50,7 @@ from __future__ import annotations
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TypeVar
 
 import anyio
@@ -58,10 +58,10 @@ import msgspec
 import structlog
 
 from actors.actuator import ActionFailed, is_sensitive
-from actors.config import AgentSettings
+from actors.config import AgentSettings, episode_settings
 from actors.loop_guard import LoopGuard
 from actors.perception import PerceptionActor, candidate_point
-from actors.planner import Decision, Policy, StepContext
+from actors.planner import ActionJudge, Decision, Policy, ProgressPlanner, StepContext
 from actors.rpc import RequestError, new_request_id
 from actors.services import AgentServices
 from devices.adb import Device, DeviceError
@@ -69,6 +69,7 @@ from models.llm import LLMBadResponse, LLMError, LLMReply
 from models.llm.react import (
     StepRecord,
     incomplete_feedback,
+    judge_feedback,
     not_found_feedback,
     reflection_feedback,
 )
@@ -92,8 +93,10 @@ from protocol.messages import (
     Instruction,
     LlmUsage,
     Msg,
+    NoteKept,
     NotFound,
     Plan,
+    Progress,
     Question,
     Reflection,
     ReflectRequest,
@@ -101,7 +104,16 @@ from protocol.messages import (
     StepTiming,
     Verdict,
 )
-from protocol.operations import GROUNDED_OPS, Ask, ClickIcon, Operation, Stop, format_operation
+from protocol.operations import (
+    GROUNDED_OPS,
+    Ask,
+    Back,
+    ClickIcon,
+    Note,
+    Operation,
+    Stop,
+    format_operation,
+)
 from runtime import topics
 from runtime.actor import Actor, Publisher
 
@@ -322,8 +334,11 @@ class DeviceAgent(Actor):
         run = _Episode(self, instr, episode_id, budget, ids)
         if announce:
             await self.status("busy", f"episode {episode_id}")
-            await self.emit(ids.stamp(EpisodeStarted(instruction_id=instr.id, text=instr.text,
-                                                     task=instr.task), 0))
+            bound = getattr(run.policy, "max_prompt_tokens", 0)
+            await self.emit(ids.stamp(EpisodeStarted(
+                instruction_id=instr.id, text=instr.text, task=instr.task,
+                settings=episode_settings(self.settings,
+                                          bound if isinstance(bound, int) else 0)), 0))
         status: EpisodeStatus = "failed"
         reason = ""
         with anyio.CancelScope() as scope:
@@ -374,6 +389,12 @@ class _Episode:
         self.guard = LoopGuard(self.s.loop_guard)
         self.history: list[StepRecord] = []
         self.feedback: list[str] = []
+        # The memory (Mobile-Agent-v2): the running progress and the notes kept, in every
+        # prompt; this step's Observation and Thought go into its history record.
+        self.progress = ""
+        self.notes: list[str] = []
+        self.observation = ""
+        self.thought = ""
         self.executed: list[Operation] = []
         self.step = 0
         self.not_complete = 0
@@ -437,12 +458,31 @@ class _Episode:
             # The re-asks this step may still make before max_unusable_replies is reached.
             max_reasks=max(0, self.s.max_unusable_replies - self.unusable - 1),
             screen=(int(before.width), int(before.height)),
+            progress=self.progress if self.s.planning != "off" else "",
+            notes=tuple(self.notes), reply_progress=self.s.planning == "inline",
+            reply_memory=self.s.notes, history_thoughts=self.s.history_thoughts,
+            check_screens=self.s.check_screens,
         )
 
     def record(self, op: Operation, result: str, before: Frame,
                verdict: str | None = None, reason: str | None = None) -> None:
         self.history.append(StepRecord(action=op, result=result, verdict=verdict, reason=reason,
-                                       screenshot=self.screenshot(before)))
+                                       screenshot=self.screenshot(before),
+                                       observation=self.observation, thought=self.thought))
+
+    async def keep_note(self, text: str, origin: str) -> None:
+        """One note more (the oldest goes past agent.max_notes), published as an event."""
+        text = " ".join(text.split())[:1000]
+        if not text or text in self.notes:
+            return
+        self.notes = [*self.notes, text][-self.s.max_notes:]
+        await self.send(NoteKept(text=text, origin=origin))  # type: ignore[arg-type]
+
+    async def set_progress(self, text: str, origin: str) -> None:
+        text = " ".join(text.split())[:2000]
+        if text and text != self.progress:
+            self.progress = text
+            await self.send(Progress(text=text, origin=origin))  # type: ignore[arg-type]
 
     async def done(self, op: Operation, ok: bool, detail: str, t0: float,
                    point: tuple[int, int] | None = None) -> None:
@@ -497,6 +537,13 @@ class _Episode:
                              thought=decision.thought[:4000], action=decision.action[:1000],
                              operation=op, parse_error=decision.parse_error[:1000]))
         self.feedback = []
+        self.observation, self.thought = decision.observation, decision.thought
+        ctx = replace(ctx, thought=decision.thought)  # the chooser and the judge get it
+        if op is not None:
+            if s.notes and decision.memory:
+                await self.keep_note(decision.memory, "field")
+            if s.planning == "inline" and decision.progress:
+                await self.set_progress(decision.progress, "inline")
 
         async def timing() -> None:
             total = time.perf_counter() - t_step + first_capture
@@ -539,6 +586,16 @@ class _Episode:
 
         if isinstance(op, Ask):
             await self.ask(op, before)
+            await timing()
+            return before, app_before
+
+        if isinstance(op, Note):  # kept, nothing touches the phone (no ActionDone)
+            if s.notes:
+                await self.keep_note(op.text, "operation")
+                self.record(op, "kept as a note", before)
+            else:
+                self.record(op, "not kept: notes are off (agent.notes)", before)
+                self.feedback = ["Notes are off: Note does nothing here. Choose another action."]
             await timing()
             return before, app_before
 
@@ -588,12 +645,74 @@ class _Episode:
             request_id="-", before_frame_id=before.frame_id, after_frame_id=after.frame_id,
             operation=op, app_before=app_before)), (Reflection,), self.t_reflect)
         assert isinstance(ref, Reflection)
+        verdict: str = ref.verdict
+        reason = ref.reason
+        judged = None
+        if s.reflection == "llm" or (s.reflection == "both" and ref.unsure):
+            judged = await self.judge(ctx, op, before, after, res.detail)
+            if judged is not None:
+                verdict, reason = judged
         phases["reflection"] = time.perf_counter() - t
-        self.record(op, res.detail, before, ref.verdict, ref.reason)
-        if ref.verdict != "ok":
-            self.feedback = [reflection_feedback(ref.verdict, ref.reason)]
+        if judged is not None and verdict == "wrong_page" and s.back_on_wrong_page:
+            # The judge says the action led astray: undo it (Mobile-Agent-v2), then re-plan
+            # on the screen it came back to.
+            self.record(op, f"{res.detail}; led to a wrong page, undone with Back", before,
+                        verdict, reason)
+            self.feedback = [judge_feedback(op, verdict, reason, undone=True)]
+            after = await self.undo(after, phases)
+            await self.track_progress(ctx)
+            await timing()
+            return after, app_before
+        self.record(op, res.detail, before, verdict, reason)
+        if verdict != "ok":
+            self.feedback = [judge_feedback(op, verdict, reason) if judged is not None
+                             else reflection_feedback(verdict, reason)]
+        await self.track_progress(ctx)
         await timing()
         return after, ref.app or app_before
+
+    async def judge(self, ctx: StepContext, op: Operation, before: Frame, after: Frame,
+                    result: str) -> tuple[str, str] | None:
+        """The LLM judge on the before and after screens (agent.reflection), published as a
+        ``Reflection`` with source "llm"; None when the policy has no judge or no verdict."""
+        if not isinstance(self.policy, ActionJudge):
+            return None
+        j = await self.policy.judge_action(ctx, op, self.screenshot(before),
+                                           self.screenshot(after), result)
+        await self.usage(j.replies, "judge")
+        if j.verdict not in ("ok", "wrong_page", "unchanged"):
+            log.warning("judge_unusable", reason=j.reason[:200])
+            return None
+        await self.send(Reflection(verdict=j.verdict, reason=j.reason[:2000],  # type: ignore[arg-type]
+                                   source="llm"))
+        return j.verdict, j.reason
+
+    async def undo(self, after: Frame, phases: dict[str, float]) -> Frame:
+        """Back, as its own action, and the frame it leads to."""
+        t = time.perf_counter()
+        res = await self.a.call(self.request(ActRequest(
+            request_id="-", operation=Back(), frame_id=after.frame_id,
+            width=after.width, height=after.height)), (ActionDone,), self.t_act)
+        assert isinstance(res, ActionDone)
+        phases["act"] = phases.get("act", 0.0) + time.perf_counter() - t
+        if res.ok:
+            self.executed.append(Back())
+        if self.s.settle_s:
+            await anyio.sleep(self.s.settle_s)
+        t = time.perf_counter()
+        frame = await self.frame(self.step + 1)
+        phases["capture"] += time.perf_counter() - t
+        return frame
+
+    async def track_progress(self, ctx: StepContext) -> None:
+        """agent.planning = "call": the planning call after the step just recorded."""
+        if self.s.planning != "call" or not isinstance(self.policy, ProgressPlanner):
+            return
+        ctx = replace(ctx, progress=self.progress, notes=tuple(self.notes))
+        upd = await self.policy.update_progress(ctx, self.history[-1])
+        await self.usage(upd.replies, "progress")
+        if upd.text:
+            await self.set_progress(upd.text, "call")
 
     async def stop(self, ctx: StepContext, before: Frame, phases: dict[str, float]) -> None:
         if not self.s.completion_check:

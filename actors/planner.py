@@ -6,13 +6,19 @@ methods can be injected (the benchmark's oracle, which replays a task's referenc
 operations, lives in bench/ because actors may not see the simulator). A reply that does
 not parse is re-asked at most N times and never executed: ``decide`` then returns a
 ``Decision`` with ``operation=None`` and the parse error.
+
+Two optional capabilities, Mobile-Agent-v2's other agents: ``ActionJudge`` (the reflection
+agent: an LLM verdict on one action's before and after screens, ``agent.reflection``) and
+``ProgressPlanner`` (the planning agent: the progress summary by its own call,
+``agent.planning = "call"``). ``LLMPolicy`` has both; a policy without them gets the pixel
+reflection and no progress call.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from models.llm import ChatModel, LLMReply
 from models.llm.families import Family, get_family
@@ -24,7 +30,10 @@ from models.llm.react import (
     UnparsableReply,
     check_completion,
     choose_box,
+    judge_action,
+    kept_memory,
     plan_step,
+    update_progress,
 )
 from protocol.operations import Operation
 
@@ -37,6 +46,24 @@ class Decision:
     operation: Operation | None  # None: unusable (parse_error says why); never executed
     parse_error: str = ""
     replies: tuple[LLMReply, ...] = ()  # every LLM call made, for LlmUsage events
+    progress: str = ""  # the reply's progress field (agent.planning = "inline"), "" if none
+    memory: str = ""  # the reply's memory field: content to keep, "" if none
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """The LLM judge on one action: ``ok`` | ``wrong_page`` | ``unchanged`` (None: no
+    usable verdict; the pixel verdict stands)."""
+
+    verdict: str | None
+    reason: str
+    replies: tuple[LLMReply, ...] = ()
+
+
+@dataclass(frozen=True)
+class ProgressUpdate:
+    text: str | None  # None: no usable answer; the progress stays as it was
+    replies: tuple[LLMReply, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -70,6 +97,17 @@ class StepContext:
     # The device screen (width, height): a coordinate family's points are mapped to it.
     # None: the screenshot's own size.
     screen: tuple[int, int] | None = None
+    # The episode's memory (actors/episode.py): the running progress, the notes kept, and
+    # what the reply is asked for (agent.planning = "inline", agent.notes).
+    progress: str = ""
+    notes: tuple[str, ...] = ()
+    reply_progress: bool = False
+    reply_memory: bool = False
+    history_thoughts: bool = True
+    # This step's Thought, once the planner has decided (the chooser and the judge get it).
+    thought: str = ""
+    # Earlier screens the completion check sees besides the last one.
+    check_screens: int = 0
 
 
 class Policy(Protocol):
@@ -86,16 +124,38 @@ class Policy(Protocol):
     async def check_completion(self, ctx: StepContext) -> Completion: ...
 
 
+@runtime_checkable
+class ActionJudge(Protocol):
+    """A policy that can judge one action on its before and after screens."""
+
+    async def judge_action(self, ctx: StepContext, op: Operation, before: bytes, after: bytes,
+                           result: str = "") -> Judgement: ...
+
+
+@runtime_checkable
+class ProgressPlanner(Protocol):
+    """A policy that can update the progress summary after a step by its own call."""
+
+    async def update_progress(self, ctx: StepContext, step: StepRecord) -> ProgressUpdate: ...
+
+
 class LLMPolicy:
     """Mobile-Agent's planner, chooser and completion check on an OpenAI-compatible model."""
 
     name = "llm"
 
     def __init__(self, llm: ChatModel, *, keep_screenshots: int = 1, max_reasks: int = 2,
-                 family: Family | None = None) -> None:
+                 family: Family | None = None, max_prompt_tokens: int | None = None) -> None:
         self.llm = llm
         self.keep_screenshots = keep_screenshots
         self.max_reasks = max_reasks
+        settings = getattr(llm, "settings", None)
+        # The planner prompt's bound: given, else llm.max_prompt_tokens of the client's
+        # settings (0: none).
+        if max_prompt_tokens is None:
+            got = getattr(settings, "max_prompt_tokens", 0)
+            max_prompt_tokens = got if isinstance(got, int) else 0
+        self.max_prompt_tokens = max_prompt_tokens
         # The planner's family: given, else llm.family.planner of the client's settings
         # (``auto``: from the planner's model name), else react.
         self.family = family if family is not None else self._configured_family()
@@ -126,9 +186,13 @@ class LLMPolicy:
         return None
 
     async def decide(self, ctx: StepContext) -> Decision:
+        view = self.image_view
         inp = PlannerInput(
             instruction=ctx.instruction, screenshot=ctx.screenshot, history=ctx.history,
-            ocr_hints=ctx.ocr_hints, feedback=ctx.feedback,
+            ocr_hints=ctx.ocr_hints, feedback=ctx.feedback, progress=ctx.progress,
+            notes=ctx.notes, reply_progress=ctx.reply_progress, reply_memory=ctx.reply_memory,
+            history_thoughts=ctx.history_thoughts, max_prompt_tokens=self.max_prompt_tokens,
+            max_image_side=view[0] if view else 1024,
         )
         reasks = self.max_reasks if ctx.max_reasks is None else min(self.max_reasks,
                                                                     ctx.max_reasks)
@@ -148,7 +212,8 @@ class LLMPolicy:
             return Decision("", "", last.strip()[-300:], None, parse_error=exc.errors[-1],
                             replies=exc.replies)
         r = parsed.value
-        return Decision(r.observation, r.thought, r.action_text, r.action, replies=parsed.replies)
+        return Decision(r.observation, r.thought, r.action_text, r.action, replies=parsed.replies,
+                        progress=r.progress.strip(), memory=kept_memory(r.memory))
 
     async def choose(
         self, ctx: StepContext, target: str, image: bytes, labels: Sequence[int],
@@ -159,6 +224,7 @@ class LLMPolicy:
             parsed = await choose_box(
                 self.llm, instruction=ctx.instruction, target=target, image=image, labels=labels,
                 texts=texts, reason=reason, crops=crops, max_reasks=self.max_reasks,
+                thought=ctx.thought,
             )
         except UnparsableReply as exc:
             return Choice(None, exc.replies)
@@ -168,13 +234,37 @@ class LLMPolicy:
         try:
             parsed = await check_completion(
                 self.llm, instruction=ctx.instruction, history=ctx.history,
-                screenshot=ctx.screenshot, max_reasks=self.max_reasks,
+                screenshot=ctx.screenshot, max_reasks=self.max_reasks, progress=ctx.progress,
+                notes=ctx.notes, earlier_screens=ctx.check_screens,
             )
         except UnparsableReply as exc:
             # No usable verdict: do not end the episode on a guess.
             return Completion(False, f"the completion check gave no usable answer ({exc.errors[-1]})",
                               exc.replies)
         return Completion(parsed.value.complete, parsed.value.reason, parsed.replies)
+
+    async def judge_action(self, ctx: StepContext, op: Operation, before: bytes, after: bytes,
+                           result: str = "") -> Judgement:
+        try:
+            parsed = await judge_action(
+                self.llm, instruction=ctx.instruction, operation=op, thought=ctx.thought,
+                before=before, after=after, result=result, progress=ctx.progress,
+                notes=ctx.notes, max_reasks=self.max_reasks,
+            )
+        except UnparsableReply as exc:
+            return Judgement(None, f"the judge gave no usable answer ({exc.errors[-1]})",
+                             exc.replies)
+        return Judgement(parsed.value.verdict, parsed.value.reason, parsed.replies)
+
+    async def update_progress(self, ctx: StepContext, step: StepRecord) -> ProgressUpdate:
+        try:
+            parsed = await update_progress(
+                self.llm, instruction=ctx.instruction, progress=ctx.progress, step=step,
+                notes=ctx.notes, max_reasks=self.max_reasks,
+            )
+        except UnparsableReply as exc:
+            return ProgressUpdate(None, exc.replies)
+        return ProgressUpdate(parsed.value, parsed.replies)
 
 
 class ScriptedPolicy:

@@ -7,8 +7,11 @@ Deterministic checks, cheapest first, on the frames before and after an action:
 - **wrong_page**: the foreground app changed although the operation should not leave it,
   or the same screen (masked pixel hash) has been seen ``revisit_guard`` times.
 
-The completion check on ``Stop`` (one LLM call, through the policy) is also run from
-here. Every verdict becomes a ``Reflection`` event and, when it is not ``ok``, feedback in
+The completion check on ``Stop`` and the LLM judge of ``agent.reflection = "llm" | "both"``
+(Mobile-Agent-v2's reflection agent: before and after screenshots plus the action ->
+correct, wrong page, no effect) are LLM calls the planner makes through its policy; a
+verdict here says ``unsure`` when pixels cannot confirm the action did what was meant (a
+tap that changed the screen; a revisited screen), which is when ``both`` asks the judge. Every verdict becomes a ``Reflection`` event and, when it is not ``ok``, feedback in
 the planner's next prompt.
 
 The loop guard (the same operation chosen on one frame again and again) is the planner's,
@@ -36,7 +39,16 @@ from actors.capture import Captured
 from actors.frames import FrameStore
 from actors.rpc import DeviceEntry, DeviceRegistry, ServiceActor
 from protocol.messages import Msg, Reflection, ReflectRequest
-from protocol.operations import Back, Exit, OpenApp, Operation, Wait, format_operation
+from protocol.operations import (
+    GROUNDED_OPS,
+    Back,
+    Exit,
+    OpenApp,
+    Operation,
+    SwipePoints,
+    Wait,
+    format_operation,
+)
 from runtime.actor import Publisher
 
 try:  # opencv-python-headless is a dependency (rapidocr); numpy is the fallback
@@ -50,6 +62,8 @@ STATUS_BAR_FRAC = 0.04  # the top 4 % of the screen: clock, battery, notificatio
 DIFF_LEVEL = 24  # a channel difference above this counts the pixel as changed
 UNCHANGED_MAX_PIXELS = 32  # at most this many changed pixels: "unchanged"
 LAUNCHERS = ("launcher", "nexuslauncher", "launcher3")
+# Operations whose right effect pixels cannot confirm (which page a tap opens).
+TAPS: tuple[type, ...] = (*GROUNDED_OPS, SwipePoints)
 
 
 def masked(rgb: np.ndarray) -> np.ndarray:
@@ -86,6 +100,10 @@ def screen_key(rgb: np.ndarray) -> str:
 class Verdict:
     verdict: str  # ok | unchanged | wrong_page
     reason: str = ""
+    # Pixels cannot say whether the action did what was meant: a tap that changed the
+    # screen may have opened the wrong page, and a revisited screen may be a fine detour.
+    # agent.reflection = "both" asks the LLM judge then.
+    unsure: bool = False
 
 
 class ReflectorActor:
@@ -130,8 +148,8 @@ class ReflectorActor:
                                          "unexpectedly")
         if self._screens[key] >= self.revisit_guard:
             return Verdict("wrong_page", f"this screen has now been seen {self._screens[key]} "
-                                         "times; the agent may be going in circles")
-        return Verdict("ok", f"{n} pixels changed")
+                                         "times; the agent may be going in circles", unsure=True)
+        return Verdict("ok", f"{n} pixels changed", unsure=isinstance(op, TAPS))
 
 
 class ReflectorService(ServiceActor):
@@ -166,4 +184,4 @@ class ReflectorService(ServiceActor):
         verdict = entry.reflector.judge(n, key, req.operation, app_before=req.app_before,
                                         app_after=app_after)
         return Reflection(verdict=verdict.verdict, reason=verdict.reason[:2000],  # type: ignore[arg-type]
-                          app=app_after)
+                          app=app_after, source="pixels", unsure=verdict.unsure)

@@ -271,9 +271,12 @@ class FleetManager(Actor):
         max_instruction_chars: int = 2000,
         adb_client: adbutils.AdbClient | None = None,
         source: DeviceSource | None = None,
+        episode_settings: dict[str, str] | None = None,
     ) -> None:
         super().__init__(bus)
         self.run_episode = run_episode
+        # The work's episode-level choices, recorded in each EpisodeStarted (runs compare).
+        self.episode_settings = dict(episode_settings or {})
         self.host = topics.check_name(host, "host")
         self.config = config or FleetConfig()
         self.max_instruction_chars = max_instruction_chars
@@ -660,7 +663,7 @@ class FleetManager(Actor):
             await self._set_status(slot, "busy", f"episode {job.episode_id}")
             await self._publish_event(slot.serial, EpisodeStarted(
                 instruction_id=instr.id, text=instr.text, task=instr.task,
-                device=dev, episode_id=ep, correlation_id=cid))
+                settings=self.episode_settings, device=dev, episode_id=ep, correlation_id=cid))
             status, reason, steps = await self._execute(slot, handle, job, control)
             finished = EpisodeFinished(instruction_id=instr.id, status=status,
                                        reason=reason[:2000], steps=steps,
@@ -805,9 +808,11 @@ class FleetHost:
     """
 
     def __init__(self, cfg: RuntimeConfig, work: Work, *, source: DeviceSource | None = None,
-                 fleet_config: FleetConfig | None = None) -> None:
+                 fleet_config: FleetConfig | None = None,
+                 episode_settings: dict[str, str] | None = None) -> None:
         self.cfg = cfg
         self.work = work
+        self.episode_settings = episode_settings
         self.source = source
         self.fleet_config = fleet_config or cfg.fleet
         self.fleet: FleetManager | None = None  # built with the host's bus
@@ -817,7 +822,8 @@ class FleetHost:
         run_episode, extra = self.work(bus)
         self.fleet = FleetManager(bus, run_episode=run_episode, host=self.runtime.host,
                                   config=self.fleet_config, source=self.source,
-                                  max_instruction_chars=self.cfg.limits.max_instruction_chars)
+                                  max_instruction_chars=self.cfg.limits.max_instruction_chars,
+                                  episode_settings=self.episode_settings)
         if self.source is None and bus.protocol != "5":
             log.warning("fleet_local_dispatch", protocol=bus.protocol,
                         hint="MQTT 3.1.1 has no shared subscriptions: run one host per broker")

@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TextIO
 
-from actors.config import AgentConfig
+from actors.config import AgentConfig, episode_settings
 from actors.episode import DeviceAgent
 from actors.perception import PerceptionActor
 from actors.planner import Policy
@@ -99,4 +99,5 @@ def agent_host(
             actors.append(ProgressPrinter(bus, None if progress is True else progress))
         return agent_worker(make_agent), actors
 
-    return FleetHost(cfg, work, source=source, fleet_config=fleet_config)
+    return FleetHost(cfg, work, source=source, fleet_config=fleet_config,
+                     episode_settings=episode_settings(cfg.agent, cfg.llm.max_prompt_tokens))

@@ -222,12 +222,36 @@ class Reflection(Msg, tag="reflection", frozen=True):
     reason: str = ""
     request_id: str = ""  # the ReflectRequest this answers ("" when none)
     app: str = ""  # the foreground app after the action, when the reflector read it
+    # Who judged: "pixels" (the reflector service's checks), "llm" (the judge on the before
+    # and after screenshots), "" (the planner's own: loop guard, completion check).
+    source: str = ""
+    # The pixel check cannot tell whether the action did what was meant (a tap that changed
+    # the screen may have opened the wrong page): agent.reflection = "both" asks the LLM.
+    unsure: bool = False
+
+
+class NoteKept(Msg, tag="note", frozen=True):
+    """Focus content the planner chose to keep (``Note (text)`` or a ``Memory:`` field);
+    every later prompt shows it."""
+
+    text: str
+    origin: Literal["operation", "field"] = "operation"
+
+
+class Progress(Msg, tag="progress", frozen=True):
+    """The running summary of what is done and what remains (``agent.planning``)."""
+
+    text: str
+    origin: Literal["inline", "call"] = "inline"
 
 
 class EpisodeStarted(Msg, tag="episode_started", frozen=True):
     instruction_id: str
     text: str
     task: str | None = None
+    # The episode-level choices (agent.planning, agent.reflection, agent.notes, ...), so two
+    # runs can be compared.
+    settings: dict[str, str] = {}
 
 
 EpisodeStatus = Literal["succeeded", "failed", "cancelled"]
@@ -262,7 +286,7 @@ class StepTiming(Msg, tag="step_timing", frozen=True):
 AGENT_KINDS: Final[tuple[type[Msg], ...]] = (
     FrameRequest, ActRequest, ReflectRequest,
     Frame, GroundRequest, Grounded, Ambiguous, NotFound, Choice, Plan, ActionDone, Reflection,
-    EpisodeStarted, EpisodeFinished, LlmUsage, StepTiming,
+    EpisodeStarted, EpisodeFinished, LlmUsage, StepTiming, NoteKept, Progress,
 )
 Message: TypeAlias = (
     Instruction | Cancel | Approve | Answer | Steer | Question
@@ -270,7 +294,7 @@ Message: TypeAlias = (
     | Frame | GroundRequest | Grounded | Ambiguous | NotFound | Choice | Plan | ActionDone
     | Reflection
     | EpisodeStarted | EpisodeFinished
-    | DeviceStatus | HostStatus | Error | LlmUsage | StepTiming
+    | DeviceStatus | HostStatus | Error | LlmUsage | StepTiming | NoteKept | Progress
 )
 CODEC: Final = Codec(RUNTIME_KINDS + AGENT_KINDS)
 MESSAGE_TYPES: Final = CODEC.kinds
@@ -286,7 +310,8 @@ __all__ = [
     "Codec", "Coord", "DecodeError", "DeviceStatus", "EpisodeFinished", "EpisodeStarted",
     "EpisodeStatus", "Error", "Frame", "FrameRequest", "GroundRequest", "Grounded",
     "HostStatus", "ImageFormat", "Instruction", "LlmUsage", "Message", "Msg", "NonEmpty",
-    "NotFound", "Plan", "Question", "ReflectRequest", "Reflection", "Rejected", "Steer",
+    "NoteKept", "NotFound", "Plan", "Progress",
+    "Question", "ReflectRequest", "Reflection", "Rejected", "Steer",
     "StepTiming", "Verdict", "decode", "decode_for", "decode_payload", "encode", "is_binary",
     "is_rejection", "kind_of",
 ]

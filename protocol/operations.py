@@ -112,9 +112,16 @@ class Stop(_Op, tag="stop", frozen=True):
     pass
 
 
+class Note(_Op, tag="note", frozen=True):
+    """Keep ``text`` (focus content: a price, a name) for every later prompt; the phone is
+    not touched."""
+
+    text: str
+
+
 Operation = (
     OpenApp | ClickText | ClickIcon | LongPress | TypeText | PageUp | PageDown | Swipe
-    | Back | Exit | Wait | Ask | Stop | TapPoint | LongPressPoint | SwipePoints | Enter
+    | Back | Exit | Wait | Ask | Stop | TapPoint | LongPressPoint | SwipePoints | Enter | Note
 )
 
 # Operations whose target perception must turn into a point.
@@ -159,6 +166,8 @@ def format_operation(op: Operation) -> str:
             return f"Ask ({q})"
         case Stop():
             return "Stop"
+        case Note(text=t):
+            return f"Note ({t})"
     raise TypeError(f"not an operation: {op!r}")
 
 
@@ -192,6 +201,8 @@ def operation_problem(op: Operation) -> str | None:
             return None if d in DIRECTIONS else f"unknown direction {d!r}"
         case Ask(question=q):
             return _text_problem("question", q)
+        case Note(text=t):
+            return _text_problem("note", t)
         case TapPoint(x=x, y=y) | LongPressPoint(x=x, y=y):
             return None if x >= 0 and y >= 0 else f"negative coordinate in ({x}, {y})"
         case SwipePoints(x1=x1, y1=y1, x2=x2, y2=y2):

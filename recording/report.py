@@ -171,6 +171,22 @@ class Episode:
                 sum(_int(e.get("completion_tokens")) for e in usage), len(usage))
 
     @property
+    def settings(self) -> dict[str, str]:
+        """The episode-level choices its EpisodeStarted recorded (planning, reflection, ...)."""
+        got = (self.first("episode_started") or {}).get("settings")
+        return {str(k): _s(v) for k, v in got.items()} if isinstance(got, dict) else {}
+
+    @property
+    def kept_notes(self) -> list[str]:
+        """The focus content the planner kept (``note`` events), in order."""
+        return [_s(e.get("text")) for e in self.events if e.get("event") == "note"]
+
+    @property
+    def progress(self) -> str:
+        """The last progress summary (``progress`` events)."""
+        return _s((self.last("progress") or {}).get("text"))
+
+    @property
     def phase_totals(self) -> dict[str, float]:
         totals: dict[str, float] = {}
         for e in self.events:

@@ -189,6 +189,9 @@ class LLMSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
     max_tokens: Annotated[int, Meta(ge=1)] | None = 1024
     temperature: _Temperature | None = 0.0
     reasoning: Reasoning = "auto"
+    # The planner prompt's bound, estimated by models.llm.tokens (4 characters a token, 85 +
+    # 170 per 512-pixel image tile); the history is shortened to fit. 0: no bound.
+    max_prompt_tokens: Annotated[int, Meta(ge=0)] = 16000
     prices: dict[str, ModelPrice] = msgspec.field(default_factory=_default_prices)
 
     def __post_init__(self) -> None:

@@ -3,7 +3,7 @@ as the ``tools`` and ``json`` families' schemas declare them, and as a JSON acti
 a ReAct reply may give them.
 
 Names: ``open_app click_text click_icon tap_point long_press type swipe scroll_up
-scroll_down back home enter wait stop ask``. ``long_press`` and ``swipe`` take either a
+scroll_down back home enter wait stop ask note``. ``long_press`` and ``swipe`` take either a
 target (``text`` / ``direction``) or coordinates (``x, y`` / ``x1, y1, x2, y2``). This is
 the stable surface of parsing: keep its vocabulary.
 """
@@ -25,6 +25,7 @@ from protocol.operations import (
     Exit,
     LongPress,
     LongPressPoint,
+    Note,
     OpenApp,
     Operation,
     PageDown,
@@ -40,7 +41,7 @@ from protocol.operations import (
 
 OP_NAMES: tuple[str, ...] = (
     "open_app", "click_text", "click_icon", "tap_point", "long_press", "type", "swipe",
-    "scroll_up", "scroll_down", "back", "home", "enter", "wait", "stop", "ask",
+    "scroll_up", "scroll_down", "back", "home", "enter", "wait", "stop", "ask", "note",
 )
 
 # Names models use for the same thing (lower-case, spaces/hyphens as underscores).
@@ -50,7 +51,7 @@ _ALIASES = {
     "type_text": "type", "input": "type", "swipe_points": "swipe", "drag": "swipe",
     "page_up": "scroll_up", "page_down": "scroll_down", "go_back": "back", "exit": "home",
     "go_home": "home", "press_enter": "enter", "finish": "stop", "finished": "stop",
-    "done": "stop", "ask_user": "ask",
+    "done": "stop", "ask_user": "ask", "remember": "note", "keep_note": "note",
 }
 
 
@@ -129,6 +130,8 @@ def operation_from_call(name: str, args: Mapping[str, Any]) -> Operation:
         op = Stop()
     elif op_name == "ask":
         op = Ask(_text(args, "question", "text", "message"))
+    elif op_name == "note":
+        op = Note(_text(args, "text", "note", "content"))
     else:
         raise ParseError(f"unknown operation {name!r}: use one of {', '.join(OP_NAMES)}")
     problem = operation_problem(op)
@@ -174,4 +177,6 @@ def describe(op: Operation) -> dict[str, Any]:
             return {"op": "stop", "args": {}}
         case Ask(question=q):
             return {"op": "ask", "args": {"question": q}}
+        case Note(text=t):
+            return {"op": "note", "args": {"text": t}}
     raise TypeError(f"not an operation: {op!r}")

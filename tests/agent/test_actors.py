@@ -303,6 +303,11 @@ async def test_an_instruction_over_the_bus_runs_and_is_recorded(
     kinds = {json.loads(line)["event"] for line in lines}
     assert {"episode_started", "frame", "plan", "action_done", "reflection", "step_timing",
             "episode_finished"} <= kinds
+    # The fleet announces the episode with the agent's episode-level choices (runs compare).
+    started = next(json.loads(line) for line in lines
+                   if json.loads(line)["event"] == "episode_started")
+    assert started["settings"]["planning"] == cfg.agent.planning
+    assert started["settings"]["max_prompt_tokens"] == str(cfg.llm.max_prompt_tokens)
     # The requests crossed the broker and were recorded too; the report renders them.
     assert {"frame_request", "act_request", "reflect_request"} <= kinds
     from recording.report import render_report

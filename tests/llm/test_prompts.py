@@ -26,6 +26,7 @@ from models.llm.react import (
     parse_operation,
     plan_step,
     planner_messages,
+    planner_system,
 )
 from protocol.operations import Back, ClickText, OpenApp, Stop, TypeText
 from tests.fixtures.openai_server import Behaviour, OpenAIServer, planner_reply
@@ -41,7 +42,7 @@ def test_every_syntax_the_prompt_teaches_parses() -> None:
         "x1, y1, x2, y2": "1, 2, 3, 4",
     }
     for syntax, _ in OPERATION_GUIDE:
-        assert syntax in PLANNER_SYSTEM
+        assert syntax in planner_system(progress=True, memory=True)
         action = syntax
         for placeholder, value in examples.items():
             action = action.replace(f"({placeholder})", f"({value})")

@@ -232,3 +232,33 @@ def test_secrets_stay_redacted_in_the_report(tmp_path: Path) -> None:
     page = render_report(run).read_text()
     assert secret not in page
     assert f"my key is {REDACTED} &lt;b&gt;x&lt;/b&gt;" in page
+
+
+def test_memory_is_shown_notes_progress_judge_and_settings(tmp_path: Path) -> None:
+    import msgspec
+
+    from protocol.messages import EpisodeStarted, NoteKept, Plan, Progress, Reflection
+
+    spec = EpisodeSpec("ep-mem", "emulator-5554", "Compare two prices", 2)
+    msgs = episode_messages(spec)
+    plan = next(m for m in msgs if isinstance(m, Plan) and m.step == 1)
+    ids = {"device": plan.device, "episode_id": plan.episode_id, "step": 1,
+           "correlation_id": plan.correlation_id, "ts": plan.ts + 0.01}
+    msgs = [msgspec.structs.replace(m, settings={"planning": "call", "reflection": "both"})
+            if isinstance(m, EpisodeStarted) else m for m in msgs]
+    msgs += [
+        NoteKept(text="price A is $12.99 " + INJECTION, origin="field", **ids),
+        Progress(text="PROGRESS shop A read; shop B remains", origin="call", **ids),
+        Reflection(verdict="wrong_page", reason="JUDGE the cart opened", source="llm", **ids),
+    ]
+    run = tmp_path / "run"
+    record_sync(run, msgs)
+    page = render_report(run).read_text()
+    assert INJECTION not in page  # model text stays text
+    assert "Note kept</b> (Memory:): price A is $12.99" in page
+    assert "Progress</b> (planning call): PROGRESS shop A read" in page
+    assert "(LLM judge)" in page and "JUDGE the cart opened" in page
+    assert "planning=call, reflection=both" in page
+    assert '<dd class="progress">PROGRESS shop A read; shop B remains</dd>' in page
+    ep = load_run(run).episodes[0]
+    assert ep.kept_notes[0].startswith("price A is $12.99") and ep.settings["planning"] == "call"

@@ -128,6 +128,8 @@ class FamilyReply(msgspec.Struct, frozen=True):
     action_text: str = ""  # the action as the model wrote it
     summary: str = ""
     observation: str = ""
+    progress: str = ""  # the family's progress field (agent.planning = "inline"), if any
+    memory: str = ""  # content the model chose to keep, if its format has the field
 
 
 class Family(Protocol):
@@ -188,12 +190,17 @@ class FamilyBase:
         # The screenshot at exactly the size the geometry assumes (within max_image_side,
         # so the client sends it as it is).
         shot = resize_png(inp.screenshot, geom.sent_size)
-        msgs = planner_messages(msgspec.structs.replace(inp, screenshot=shot),
-                                keep_screenshots=keep_screenshots)
         system = self.system_prompt.replace("{width}", str(geom.image_w)).replace(
             "{height}", str(geom.image_h)
-        )
-        return [ChatMessage.text("system", system), *msgs[1:]]
+        ) + self.memory_prompt(progress=inp.reply_progress, memory=inp.reply_memory)
+        return planner_messages(msgspec.structs.replace(inp, screenshot=shot),
+                                keep_screenshots=keep_screenshots, system=system)
+
+    def memory_prompt(self, *, progress: bool, memory: bool) -> str:
+        """What the system prompt adds when the reply should carry progress / memory; ""
+        for a family whose trained format has no place for them (use agent.planning =
+        "call" with those)."""
+        return ""
 
     def request_options(self) -> dict[str, Any]:
         return {}

@@ -23,12 +23,15 @@ SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
         "thought": {"type": "string"},
+        "progress": {"type": "string", "description": "what is done, and what remains"},
+        "memory": {"type": "string", "description": "content a later step needs, or empty"},
         "op": {"type": "string", "enum": list(OP_NAMES)},
         "args": {
             "type": "object",
             "description": "open_app: name; click_text: text; click_icon: description, position; "
                            "tap_point: x, y; long_press: text or x, y; type: text, submit; "
-                           "swipe: direction or x1, y1, x2, y2; ask: question; others: none",
+                           "swipe: direction or x1, y1, x2, y2; ask: question; note: text; "
+                           "others: none",
         },
     },
     "required": ["thought", "op", "args"],
@@ -46,6 +49,14 @@ class JsonFamily(FamilyBase):
     name = "json"
     system_prompt = SYSTEM
 
+    def memory_prompt(self, *, progress: bool, memory: bool) -> str:
+        return (
+            (" Also give progress: what is done so far, this action included, and what "
+             "remains." if progress else "")
+            + (" Also give memory: content on this screen a later step will need (a price, a "
+               "name), or \"\"; op note keeps a text too." if memory else "")
+        )
+
     def request_options(self) -> dict[str, Any]:
         return {"response_format": {
             "type": "json_schema", "json_schema": {"name": "action", "schema": SCHEMA},
@@ -59,8 +70,10 @@ class JsonFamily(FamilyBase):
         args = obj.get("args", {})
         if not isinstance(args, dict):
             raise ParseError('"args" must be a JSON object', text)
-        thought = obj.get("thought")
+        thought, progress, memory = (obj.get(k) for k in ("thought", "progress", "memory"))
         return FamilyReply(
             operation_from_call(str(obj["op"]), args),
             thought if isinstance(thought, str) else "", msgspec.json.encode(obj).decode(),
+            progress=progress if isinstance(progress, str) else "",
+            memory=memory if isinstance(memory, str) else "",
         )

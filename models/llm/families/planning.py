@@ -39,7 +39,7 @@ async def plan_step_family(
             ]
             continue
         value = PlannerReply(r.observation, r.thought, r.operation, r.action_text or reply.text,
-                             summary=r.summary)
+                             summary=r.summary, progress=r.progress, memory=r.memory)
         return Parsed(value, tuple(replies), tuple(errors))
     raise UnparsableReply(
         f"planner ({family.name}): no usable reply after {len(replies)} tries; last problem: "

@@ -25,10 +25,11 @@ class ReactFamily(FamilyBase):
     def planner_messages(
         self, inp: PlannerInput, geom: Geometry, *, keep_screenshots: int = 1
     ) -> list[ChatMessage]:
-        return planner_messages(inp, keep_screenshots=keep_screenshots)  # today's prompt
+        return planner_messages(inp, keep_screenshots=keep_screenshots)  # the ReAct prompt
 
     def parse_model(self, text: str, tool_calls: Sequence[ToolCall]) -> FamilyReply:
         if not text.strip():
             raise ParseError("the reply is empty: answer in the Observation/Thought/Action format")
         r = parse_planner_reply(text)
-        return FamilyReply(r.action, r.thought, r.action_text, r.summary, r.observation)
+        return FamilyReply(r.action, r.thought, r.action_text, r.summary, r.observation,
+                           progress=r.progress, memory=r.memory)

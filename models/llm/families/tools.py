@@ -11,6 +11,7 @@ screenshot as sent, whose size the prompt states. Image: the screen fitted withi
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -61,6 +62,8 @@ TOOLS: list[dict[str, Any]] = [
     _fn("stop", "The instruction is fully done.", {}),
     _fn("ask", "Ask the user a question when the instruction leaves a choice open.",
         {"question": _STR}, ["question"]),
+    _fn("note", "Keep `text` for later steps (a price, a name); the phone is not touched.",
+        {"text": _STR}, ["text"]),
 ]
 
 SYSTEM = (
@@ -70,9 +73,21 @@ SYSTEM = (
 )
 
 
+_FIELD_RE = re.compile(r"^[ \t]*(?:\*\*)?(progress|memory)(?:\*\*)?[ \t]*:[ \t]*(.*)$",
+                       re.IGNORECASE | re.MULTILINE)
+
+
 class ToolsFamily(FamilyBase):
     name = "tools"
     system_prompt = SYSTEM
+
+    def memory_prompt(self, *, progress: bool, memory: bool) -> str:
+        return (
+            (" In the message text, add a line 'Progress: <what is done, this action "
+             "included, and what remains>'." if progress else "")
+            + (" Add a line 'Memory: <content on this screen a later step needs, or None>' "
+               "there too; the note function keeps a text as well." if memory else "")
+        )
 
     def request_options(self) -> dict[str, Any]:
         return {"tools": TOOLS, "tool_choice": "required"}
@@ -99,4 +114,7 @@ class ToolsFamily(FamilyBase):
             raw = msgspec.json.encode(objs[-1]).decode()
         if not isinstance(args, dict):
             raise ParseError(f"the arguments of {name} must be a JSON object")
-        return FamilyReply(operation_from_call(name, args), text.strip(), f"{name}({raw})")
+        fields = {m.group(1).lower(): m.group(2).strip() for m in _FIELD_RE.finditer(text)}
+        thought = _FIELD_RE.sub("", text).strip()
+        return FamilyReply(operation_from_call(name, args), thought, f"{name}({raw})",
+                           progress=fields.get("progress", ""), memory=fields.get("memory", ""))
