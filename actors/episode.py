@@ -548,8 +548,10 @@ class _Episode:
 
         if isinstance(op, Ask):
             await self.ask(op, before)
+            # The answer may have taken minutes: plan the next step on the screen as it is now.
+            after = await self.fresh_frame(phases)
             await timing()
-            return before, app_before
+            return after, app_before
 
         point: tuple[int, int] | None = None
         if isinstance(op, GROUNDED_OPS):
@@ -583,8 +585,11 @@ class _Episode:
         if not res.ok:
             self.record(op, f"failed: {res.detail}", before)
             self.feedback = [f"{format_operation(op)} failed: {res.detail}"]
+            # A failed action may still have touched the screen (the launcher fallback pressed
+            # HOME and swiped): the next step plans and grounds on a fresh frame.
+            after = await self.fresh_frame(phases)
             await timing()
-            return before, app_before
+            return after, app_before
         self.executed.append(op)
 
         if s.settle_s:
@@ -603,6 +608,15 @@ class _Episode:
             self.feedback = [reflection_feedback(ref.verdict, ref.reason)]
         await timing()
         return after, ref.app or app_before
+
+    async def fresh_frame(self, phases: dict[str, float]) -> Frame:
+        """The next step's frame, taken now (after the settle wait)."""
+        if self.s.settle_s:
+            await anyio.sleep(self.s.settle_s)
+        t = time.perf_counter()
+        frame = await self.frame(self.step + 1)
+        phases["capture"] = phases.get("capture", 0.0) + time.perf_counter() - t
+        return frame
 
     async def stop(self, ctx: StepContext, before: Frame, phases: dict[str, float]) -> None:
         if not self.s.completion_check:
