@@ -1,9 +1,13 @@
 """The actuator actor: an operation (with its grounded point) becomes Device calls.
 
-``Open app`` uses the package map when it knows the name (``monkey -p``); otherwise it goes
-home, reads the launcher labels by OCR and taps the icon above the matching label, swiping
-through launcher pages. ``Page up/down`` and ``Swipe`` are swipes in the middle of the
-screen, ``Back`` and ``Exit`` key events. Sensitive operations are recognised here
+``Open app`` resolves the name (``actors/app_names.py``) to an installed package
+(``pm list packages``): the configured package map, the labels it learnt on this phone, or a
+package whose name says it ("com.google.android.youtube" for YouTube), started with
+``monkey -p``. Otherwise it goes home, reads the launcher labels by OCR and taps the icon above
+the best-matching label (fuzzy: cut-short labels and OCR slips match), page by page, then in
+the app drawer (a swipe up), screen by screen; the package that opened is learnt for the next
+time. A name found nowhere fails with the closest labels read, for the model to pick from.
+``Page up/down`` and ``Swipe`` are swipes in the middle of the screen, ``Back`` and ``Exit`` key events. Sensitive operations are recognised here
 (``is_sensitive``); the approval wait itself is the episode's, which owns the control inbox.
 
 ``ActuatorActor`` is one device's engine; ``ActuatorService`` is the host-level actor on
@@ -19,12 +23,12 @@ from __future__ import annotations
 
 import re
 import time
-import unicodedata
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import anyio
 
+from actors.app_names import best_label, closest, norm, package_words, packages_named
 from actors.rpc import (
     DeviceEntry,
     DeviceRegistry,
@@ -37,6 +41,7 @@ from devices.adb import KEY_BACK, KEY_ENTER, KEY_HOME, Device, DeviceError
 from protocol.messages import ActionDone, ActRequest, Frame, FrameRequest, Msg
 from protocol.operations import (
     Back,
+    Clear,
     ClickIcon,
     ClickText,
     Enter,
@@ -57,7 +62,9 @@ from protocol.operations import (
 from runtime.actor import Publisher
 
 # (text, box) pairs read on the current screen; the launcher fallback needs them.
-ReadScreen = Callable[[], Awaitable[list[tuple[str, tuple[int, int, int, int]]]]]
+Line = tuple[str, tuple[int, int, int, int]]
+ReadScreen = Callable[[], Awaitable[list[Line]]]
+LAUNCHER = "com.android.launcher3"
 
 
 class ActionFailed(RuntimeError):
@@ -69,11 +76,6 @@ class ActResult:
     detail: str
     x: int | None = None
     y: int | None = None
-
-
-def _norm(text: str) -> str:
-    text = unicodedata.normalize("NFKC", text).casefold()
-    return " ".join(re.sub(r"[^\w\s.]", " ", text).split())
 
 
 def is_sensitive(op: Operation, patterns: Sequence[str]) -> str | None:
@@ -94,13 +96,18 @@ class ActuatorActor:
 
     def __init__(
         self, device: Device, *, packages: Mapping[str, str] | None = None,
-        wait_s: float = 2.0, launcher_pages: int = 4, timeout_s: float = 30.0,
+        wait_s: float = 2.0, launcher_pages: int = 4, drawer_screens: int = 6,
+        timeout_s: float = 30.0,
     ) -> None:
         self.device = device
-        self.packages = {_norm(k): v for k, v in (packages or {}).items()}
+        self.packages = {norm(k): v for k, v in (packages or {}).items()}
         self.wait_s = wait_s
         self.launcher_pages = launcher_pages
+        self.drawer_screens = drawer_screens
         self.timeout_s = timeout_s
+        self.learned: dict[str, str] = {}  # label -> package, from launcher taps that opened it
+        self.labels: set[str] = set()  # every text read on the home screens and in the drawer
+        self._installed_cache: list[str] | None = None
 
     async def perform(
         self, op: Operation, *, point: tuple[int, int] | None, size: tuple[int, int],
@@ -141,6 +148,9 @@ class ActuatorActor:
             case Enter():
                 await d.key(KEY_ENTER)
                 return ActResult("key ENTER")
+            case Clear():
+                await d.clear_text()
+                return ActResult("cleared the focused field")
             case TypeText(text=text, submit=submit):
                 await d.type_text(text)
                 if submit:
@@ -174,44 +184,105 @@ class ActuatorActor:
                 return await self._open_app(name, size, read_screen)
         raise ActionFailed(f"{format_operation(op)} is not performed by the actuator")
 
+    async def _installed(self) -> list[str]:
+        """``pm list packages``, once per actuator (an install during a run is not seen)."""
+        if self._installed_cache is None:
+            try:
+                self._installed_cache = await self.device.list_packages()
+            except DeviceError:
+                return []  # not fatal: the launcher is read instead
+        return self._installed_cache
+
+    async def _start(self, pkg: str) -> bool:
+        try:
+            await self.device.start_app(pkg)
+            return True
+        except DeviceError:  # not installed, or no launcher activity (a content provider)
+            return False
+
     async def _open_app(
         self, name: str, size: tuple[int, int], read_screen: ReadScreen | None
     ) -> ActResult:
-        pkg = self.packages.get(_norm(name))
-        if pkg is not None:
-            try:
-                await self.device.start_app(pkg)
-                return ActResult(f"started {pkg}")
-            except DeviceError as exc:
-                if read_screen is None:
-                    raise ActionFailed(f"cannot start {pkg}: {exc}") from None
+        want = norm(name)
+        installed = await self._installed()
+        known = self.learned.get(want) or self.packages.get(want)
+        if known is not None and (not installed or known in installed) and await self._start(known):
+            return ActResult(f"started {known}")
+        for pkg in packages_named(name, installed):
+            if await self._start(pkg):
+                return ActResult(f"started {pkg} (its package name names {name!r})")
         if read_screen is None:
-            raise ActionFailed(f"no package known for app {name!r} and no screen reader")
+            raise ActionFailed(f"no installed package is named {name!r} and no screen reader "
+                               "to read the launcher")
         return await self._open_from_launcher(name, size, read_screen)
+
+    async def _tap_label(self, name: str, where: str, lines: Sequence[Line]) -> ActResult | None:
+        self.labels.update(text for text, _ in lines)
+        label = best_label(name, [text for text, _ in lines])
+        if label is None:
+            return None
+        x0, y0, x1, y1 = next(box for text, box in lines if text == label)
+        lh = max(1, y1 - y0)
+        x, y = (x0 + x1) // 2, max(0, int(y0 - 2.2 * lh))  # the icon above its label
+        await self.device.tap(x, y)
+        await anyio.sleep(0.3)
+        try:
+            pkg = await self.device.current_app()
+        except DeviceError:
+            pkg = ""
+        if pkg and pkg != LAUNCHER:  # learnt: next time the package starts directly
+            self.learned[norm(name)] = self.learned[norm(label)] = pkg
+        return ActResult(f"tapped the launcher icon labelled {label!r} {where}", x, y)
 
     async def _open_from_launcher(
         self, name: str, size: tuple[int, int], read_screen: ReadScreen
     ) -> ActResult:
+        """The home screens page by page, then the app drawer (a swipe up) screen by screen."""
         w, h = size
-        want = _norm(name)
         await self.device.key(KEY_HOME)
         await anyio.sleep(0.3)
-        # The first page, then each further page; a HOME first resets to page one.
+        await self.device.key(KEY_HOME)  # HOME on the home screen: its first page
+        await anyio.sleep(0.3)
+        seen: set[frozenset[str]] = set()
         for page in range(self.launcher_pages):
-            t0 = time.perf_counter()
             lines = await read_screen()
-            for text, (x0, y0, x1, y1) in lines:
-                if _norm(text) == want:
-                    lh = max(1, y1 - y0)
-                    x, y = (x0 + x1) // 2, max(0, int(y0 - 2.2 * lh))
-                    await self.device.tap(x, y)
-                    return ActResult(
-                        f"tapped the launcher icon of {text!r} on page {page + 1} "
-                        f"({time.perf_counter() - t0:.2f}s to read)", x, y)
+            texts = frozenset(t for t, _ in lines)
+            if texts in seen:
+                break  # the last page: swiping on changed nothing
+            seen.add(texts)
+            if (res := await self._tap_label(name, f"on home page {page + 1}", lines)) is not None:
+                return res
             await self.device.swipe(int(w * 0.8), h // 2, int(w * 0.2), h // 2, 300)
             await anyio.sleep(0.3)
+        # The app drawer holds every app: swipe up from the bottom of the home screen.
+        await self.device.key(KEY_HOME)
+        await anyio.sleep(0.3)
+        await self.device.swipe(w // 2, int(h * 0.85), w // 2, int(h * 0.3), 300)
+        await anyio.sleep(0.4)
+        seen.clear()
+        for screen in range(self.drawer_screens):
+            lines = await read_screen()
+            texts = frozenset(t for t, _ in lines)
+            if texts in seen:
+                break  # the end of the drawer
+            seen.add(texts)
+            if (res := await self._tap_label(name, f"in the app drawer (screen {screen + 1})",
+                                             lines)) is not None:
+                return res
+            await self.device.swipe(w // 2, int(h * 0.75), w // 2, int(h * 0.35), 300)
+            await anyio.sleep(0.3)
+        await self.device.key(KEY_HOME)
+        names = self.labels_of_apps() or [w for p in await self._installed()
+                                          for w in package_words(p)]
+        near = closest(name, names)
         raise ActionFailed(
-            f"no app labelled {name!r} on {self.launcher_pages} launcher pages")
+            f"no app named {name!r} on the home screens or in the app drawer; the closest "
+            f"installed apps: {', '.join(near) if near else '(none read)'}")
+
+    def labels_of_apps(self) -> list[str]:
+        """The texts read on launcher screens that look like app labels (not the clock)."""
+        return [t for t in self.labels
+                if 1 < len(t) <= 24 and not re.search(r"\d{1,2}[:°]|\bpage\b", t, re.I)]
 
 
 class ActuatorService(ServiceActor):

@@ -586,8 +586,10 @@ class _Episode:
 
         if isinstance(op, Ask):
             await self.ask(op, before)
+            # The answer may have taken minutes: plan the next step on the screen as it is now.
+            after = await self.fresh_frame(phases)
             await timing()
-            return before, app_before
+            return after, app_before
 
         if isinstance(op, Note):  # kept, nothing touches the phone (no ActionDone)
             if s.notes:
@@ -631,8 +633,11 @@ class _Episode:
         if not res.ok:
             self.record(op, f"failed: {res.detail}", before)
             self.feedback = [f"{format_operation(op)} failed: {res.detail}"]
+            # A failed action may still have touched the screen (the launcher fallback pressed
+            # HOME and swiped): the next step plans and grounds on a fresh frame.
+            after = await self.fresh_frame(phases)
             await timing()
-            return before, app_before
+            return after, app_before
         self.executed.append(op)
 
         if s.settle_s:
@@ -697,11 +702,15 @@ class _Episode:
         phases["act"] = phases.get("act", 0.0) + time.perf_counter() - t
         if res.ok:
             self.executed.append(Back())
+        return await self.fresh_frame(phases)
+
+    async def fresh_frame(self, phases: dict[str, float]) -> Frame:
+        """The next step's frame, taken now (after the settle wait)."""
         if self.s.settle_s:
             await anyio.sleep(self.s.settle_s)
         t = time.perf_counter()
         frame = await self.frame(self.step + 1)
-        phases["capture"] += time.perf_counter() - t
+        phases["capture"] = phases.get("capture", 0.0) + time.perf_counter() - t
         return frame
 
     async def track_progress(self, ctx: StepContext) -> None:

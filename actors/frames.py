@@ -25,7 +25,15 @@ class _Stored:
 
 
 class FrameStore:
-    """The last few frames per device, with their pixels when decoded (host-local)."""
+    """The last few frames per device, with their pixels when decoded (host-local).
+
+    The newest ``per_device`` keep their pixels; older ones, up to ``KEPT_ENCODED`` times as
+    many, keep only their encoded bytes (decoded again if asked for). A step's "before" frame
+    must outlive the frames taken while its action ran: opening an app through the launcher
+    reads every home page and drawer page it looks through.
+    """
+
+    KEPT_ENCODED = 4
 
     def __init__(self, per_device: int = 4, limiter: anyio.CapacityLimiter | None = None) -> None:
         self.per_device = max(2, per_device)
@@ -42,8 +50,12 @@ class FrameStore:
             got.view = got.view or view
             return
         frames[frame.frame_id] = _Stored(frame, rgb, view)
-        while len(frames) > self.per_device:
+        while len(frames) > self.per_device * self.KEPT_ENCODED:
             frames.popitem(last=False)
+        for i, old in enumerate(frames.values()):
+            if i >= len(frames) - self.per_device:
+                break
+            old.rgb = None  # the pixels of older frames go; their bytes stay
 
     def _find(self, frame_id: str, device: str = "") -> _Stored | None:
         if device:

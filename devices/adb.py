@@ -41,6 +41,9 @@ ADB_KEYBOARD_HELP = (
     f"`adb -s {{serial}} shell ime enable {ADB_KEYBOARD}`"
 )
 KEY_BACK, KEY_HOME, KEY_ENTER = 4, 3, 66
+KEY_DEL, KEY_MOVE_END, KEY_CTRL_LEFT, KEY_A = 67, 123, 113, 29
+# Without a select-all, ``clear_text`` deletes this many characters from the end of the field.
+CLEAR_MAX_CHARS = 256
 CapturePath = Literal["raw", "png", "auto"]
 
 
@@ -95,7 +98,9 @@ class Device(Protocol):
     async def swipe(self, x1: int, y1: int, x2: int, y2: int, duration_ms: int = 300) -> None: ...
     async def key(self, keycode: int) -> None: ...
     async def type_text(self, text: str) -> None: ...
+    async def clear_text(self) -> None: ...
     async def start_app(self, package: str) -> None: ...
+    async def list_packages(self) -> list[str]: ...
     async def current_app(self) -> str: ...
     async def window_size(self) -> tuple[int, int]: ...
 
@@ -165,6 +170,31 @@ def b64_broadcast_command(text: str) -> str:
     return f"am broadcast -a ADB_INPUT_B64 --es msg {msg}"
 
 
+def clear_commands(select_all: bool, max_chars: int = CLEAR_MAX_CHARS) -> list[str]:
+    """Shell lines that empty the focused field without the ADB Keyboard.
+
+    ``select_all``: Ctrl+A then DEL (``input keycombination``, Android 13+). Otherwise the
+    cursor goes to the end and DEL is pressed ``max_chars`` times, 64 key codes per line.
+    """
+    if select_all:
+        return [f"input keycombination {KEY_CTRL_LEFT} {KEY_A}", f"input keyevent {KEY_DEL}"]
+    dels = [KEY_DEL] * max_chars
+    return [f"input keyevent {KEY_MOVE_END}"] + [
+        "input keyevent " + " ".join(map(str, dels[i:i + 64])) for i in range(0, len(dels), 64)]
+
+
+def parse_package_list(out: str) -> list[str]:
+    """``pm list packages`` -> package names (``package:com.x`` lines; ``-f`` paths dropped)."""
+    pkgs = []
+    for line in out.splitlines():
+        line = line.strip()
+        if line.startswith("package:"):
+            pkg = line[len("package:"):].rsplit("=", 1)[-1].strip()
+            if re.fullmatch(r"[A-Za-z0-9_]+(\.[A-Za-z0-9_]+)+", pkg):
+                pkgs.append(pkg)
+    return pkgs
+
+
 _FOCUS_RE = re.compile(r"mCurrentFocus=Window\{\S+ \S+ ([^/\s}]+)(?:/[^\s}]*)?\}")
 _FOCUSED_APP_RE = re.compile(r"mFocusedApp=\S*ActivityRecord\{\S+ \S+ ([^/\s}]+)/")
 
@@ -201,6 +231,7 @@ class AdbDevice:
         self._dev = self._client.device(serial)
         self._raw_ok: bool | None = None if capture == "auto" else capture == "raw"
         self._ime_ready = False
+        self._select_all: bool | None = None  # does `input keycombination` work? (unknown yet)
         self.timings: dict[str, float | None] = {}  # auto: the first capture per path
 
     def __repr__(self) -> str:
@@ -323,12 +354,35 @@ class AdbDevice:
     async def type_text(self, text: str) -> None:
         await self._call("type", lambda: self._type(text), self.timeout_s * 2)
 
+    def _clear(self) -> None:
+        if self._ime_ready:  # the ADB Keyboard is the IME already: it clears the whole field
+            self._shell("am broadcast -a ADB_CLEAR_TEXT")
+            return
+        if self._select_all is not False:
+            try:
+                for cmd in clear_commands(select_all=True):
+                    self._shell(cmd)
+                self._select_all = True
+                return
+            except DeviceError:
+                self._select_all = False  # no `input keycombination` before Android 13
+        for cmd in clear_commands(select_all=False):
+            self._shell(cmd)
+
+    async def clear_text(self) -> None:
+        """Empty the focused text field (fields keep their text: a search box its last query)."""
+        await self._call("clear", self._clear, self.timeout_s * 2)
+
     # -- apps ----------------------------------------------------------------------------
 
     async def start_app(self, package: str) -> None:
         if not re.fullmatch(r"[A-Za-z0-9_]+(\.[A-Za-z0-9_]+)+", package):
             raise DeviceError(f"{self.serial}: {package!r} is not a package name")
         await self.shell(f"monkey -p {package} -c android.intent.category.LAUNCHER 1")
+
+    async def list_packages(self) -> list[str]:
+        """The installed packages, as ``pm list packages`` names them."""
+        return parse_package_list(await self.shell("pm list packages"))
 
     async def current_app(self) -> str:
         out = await self.shell("dumpsys window windows")

@@ -106,7 +106,8 @@ class OraclePolicy:
                 x0, y0, x1, y1 = el.bbox
                 if not (x0 <= x <= x1 and y0 <= y <= y1):
                     continue
-                names = {el.desc.lower(), (el.icon or "").lower()}
+                # an icon's id is Material's ("thumb_up"), the model's word "thumb up"
+                names = {el.desc.lower(), (el.icon or "").lower().replace("_", " ")}
                 # a text target names an element whose text holds it whole (a long title
                 # is cut short on screen, never in the ground truth); an icon, by name
                 named = named or want in names or (

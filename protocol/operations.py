@@ -80,6 +80,10 @@ class Enter(_Op, tag="enter", frozen=True):
     """The Enter key (submit a search, send a message)."""
 
 
+class Clear(_Op, tag="clear", frozen=True):
+    """Empty the focused text field (a search box keeps its old query until cleared)."""
+
+
 class PageUp(_Op, tag="page_up", frozen=True):
     pass
 
@@ -121,7 +125,8 @@ class Note(_Op, tag="note", frozen=True):
 
 Operation = (
     OpenApp | ClickText | ClickIcon | LongPress | TypeText | PageUp | PageDown | Swipe
-    | Back | Exit | Wait | Ask | Stop | TapPoint | LongPressPoint | SwipePoints | Enter | Note
+    | Back | Exit | Wait | Ask | Stop | TapPoint | LongPressPoint | SwipePoints | Enter | Clear
+    | Note
 )
 
 # Operations whose target perception must turn into a point.
@@ -150,6 +155,8 @@ def format_operation(op: Operation) -> str:
             return f"Swipe ({x1}, {y1}, {x2}, {y2})"
         case Enter():
             return "Enter"
+        case Clear():
+            return "Clear"
         case PageUp():
             return "Page up"
         case PageDown():

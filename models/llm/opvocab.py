@@ -3,7 +3,7 @@ as the ``tools`` and ``json`` families' schemas declare them, and as a JSON acti
 a ReAct reply may give them.
 
 Names: ``open_app click_text click_icon tap_point long_press type swipe scroll_up
-scroll_down back home enter wait stop ask note``. ``long_press`` and ``swipe`` take either a
+scroll_down back home enter clear wait stop ask note``. ``long_press`` and ``swipe`` take either a
 target (``text`` / ``direction``) or coordinates (``x, y`` / ``x1, y1, x2, y2``). This is
 the stable surface of parsing: keep its vocabulary.
 """
@@ -19,6 +19,7 @@ from protocol.operations import (
     POSITIONS,
     Ask,
     Back,
+    Clear,
     ClickIcon,
     ClickText,
     Enter,
@@ -41,7 +42,8 @@ from protocol.operations import (
 
 OP_NAMES: tuple[str, ...] = (
     "open_app", "click_text", "click_icon", "tap_point", "long_press", "type", "swipe",
-    "scroll_up", "scroll_down", "back", "home", "enter", "wait", "stop", "ask", "note",
+    "scroll_up", "scroll_down", "back", "home", "enter", "clear", "wait", "stop", "ask",
+    "note",
 )
 
 # Names models use for the same thing (lower-case, spaces/hyphens as underscores).
@@ -50,7 +52,8 @@ _ALIASES = {
     "tap": "tap_point", "click_point": "tap_point", "long_press_point": "long_press",
     "type_text": "type", "input": "type", "swipe_points": "swipe", "drag": "swipe",
     "page_up": "scroll_up", "page_down": "scroll_down", "go_back": "back", "exit": "home",
-    "go_home": "home", "press_enter": "enter", "finish": "stop", "finished": "stop",
+    "go_home": "home", "press_enter": "enter",
+    "clear_text": "clear", "clear_field": "clear", "finish": "stop", "finished": "stop",
     "done": "stop", "ask_user": "ask", "remember": "note", "keep_note": "note",
 }
 
@@ -124,6 +127,8 @@ def operation_from_call(name: str, args: Mapping[str, Any]) -> Operation:
         op = Exit()
     elif op_name == "enter":
         op = Enter()
+    elif op_name == "clear":
+        op = Clear()
     elif op_name == "wait":
         op = Wait()
     elif op_name == "stop":
@@ -171,6 +176,8 @@ def describe(op: Operation) -> dict[str, Any]:
             return {"op": "home", "args": {}}
         case Enter():
             return {"op": "enter", "args": {}}
+        case Clear():
+            return {"op": "clear", "args": {}}
         case Wait():
             return {"op": "wait", "args": {}}
         case Stop():

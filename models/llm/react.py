@@ -50,6 +50,7 @@ from protocol.operations import (
     POSITIONS,
     Ask,
     Back,
+    Clear,
     ClickIcon,
     ClickText,
     Direction,
@@ -113,6 +114,7 @@ OPERATION_GUIDE: tuple[tuple[str, str], ...] = (
                           "home-screen pages or dismiss a card."),
     ("Back", "go back to the previous screen."),
     ("Enter", "press the Enter key, e.g. to submit a search."),
+    ("Clear", "empty the input field that has the focus (a field keeps its old text)."),
     ("Exit", "leave the app and go to the home screen."),
     ("Wait", "do nothing this step, because the screen is still loading."),
     ("Ask (question)", "ask the user a question when the instruction leaves a choice you cannot "
@@ -124,7 +126,7 @@ OPERATION_GUIDE: tuple[tuple[str, str], ...] = (
 
 _NULLARY: dict[str, Callable[[], Operation]] = {
     "page up": PageUp, "page down": PageDown, "back": Back, "exit": Exit, "wait": Wait,
-    "stop": Stop, "enter": Enter,
+    "stop": Stop, "enter": Enter, "clear": Clear,
 }
 _UNARY_SYNTAX: dict[str, str] = {
     "open app": "Open app (name)", "click text": "Click text (text)",
@@ -136,7 +138,7 @@ _NULLARY_SYNTAX = {k: k.capitalize() for k in _NULLARY}
 # Longest keywords first; a keyword must end at a non-word character ("Typed" is no "Type").
 _KEYWORD_RE = re.compile(
     r"(open\s+app|click\s+text|click\s+icon|long\s+press|page\s+up|page\s+down"
-    r"|type|swipe|back|exit|wait|ask|stop|enter|tap|note)(?!\w)",
+    r"|type|swipe|back|exit|wait|ask|stop|enter|clear|tap|note)(?!\w)",
     re.IGNORECASE,
 )
 _WRAPPERS = ("```", "`", "**", "__")
@@ -154,6 +156,7 @@ _SYNONYMS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
         (r"(?:go|press|navigate)\s+back", "Back"),
         (r"(?:go|press|return)\s+(?:to\s+(?:the\s+)?)?home(?:\s+screen)?|home", "Exit"),
         (r"press\s+(?:the\s+)?enter(?:\s+key)?", "Enter"),
+        (r"clear\s+(?:the\s+)?(?:text|field|input|search)(?:\s+(?:field|box|bar))?", "Clear"),
         (r"long[\s-]+(?:press|tap)|press\s+and\s+hold", "Long press"),
         (r"click(?:\s+on)?|tap\s+on", "Tap"),
         (r"(?:finish|done|task\s+complete)", "Stop"),

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 from PIL import Image
 
-from devices.adb import ADB_KEYBOARD
+from devices.adb import ADB_KEYBOARD, KEY_A, KEY_CTRL_LEFT, KEY_DEL
 from sim.adb import shell as sh
 from sim.adb.fs import VirtualFS
 from sim.adb.keycodes import parse_keycode
@@ -296,7 +296,24 @@ def cmd_input(ctx: Ctx, args: list[str]) -> int:
             else:
                 phone.swipe(x1, y1, x2, y2, duration)
             return 0
-        if command in ("press", "roll", "motionevent", "keycombination"):
+        if command == "keycombination":
+            if phone.info.sdk < 33:  # `input keycombination` came with Android 13
+                ctx.err(f"Error: Unknown command: {command}\n{INPUT_USAGE}")
+                return 1
+            combo: list[int] = []
+            for a in rest:
+                if a.startswith("-"):
+                    continue
+                code = parse_keycode(a)
+                if code is None:
+                    ctx.err(f"Error: Unknown keycode: {a}\n")
+                    return 255
+                combo.append(code)
+            if len(combo) < 2:
+                return bad()
+            phone.key_combination(combo)
+            return 0
+        if command in ("press", "roll", "motionevent"):
             return 0
     except ValueError:
         return bad()
@@ -350,6 +367,9 @@ def _adb_keyboard(ctx: Ctx, action: str, extras: dict[str, str]) -> None:
             return
     elif action == "ADB_INPUT_CODE" and "code" in extras and extras["code"].isdigit():
         phone.key(int(extras["code"]))
+    elif action == "ADB_CLEAR_TEXT":  # the IME deletes the field's whole text
+        phone.key_combination([KEY_CTRL_LEFT, KEY_A])
+        phone.key(KEY_DEL)
 
 
 HOME_CATEGORY = "android.intent.category.HOME"
@@ -420,12 +440,36 @@ def cmd_monkey(ctx: Ctx, args: list[str]) -> int:
     return 0
 
 
+# What a phone has besides its apps: system packages, most without a launcher activity (a
+# name like "calendar" is also a content provider's, as on a real phone).
+SYSTEM_PACKAGES = (
+    "android", "com.android.systemui", "com.android.phone", "com.android.shell",
+    "com.android.providers.calendar", "com.android.providers.contacts",
+    "com.android.providers.media", "com.android.providers.settings",
+    "com.android.providers.downloads", "com.android.bluetooth", "com.android.nfc",
+    "com.android.location.fused", "com.android.packageinstaller", "com.android.wallpaper",
+    "com.google.android.gms", "com.google.android.gsf", "com.google.android.webview",
+    "com.google.android.youtube.music.widget", "com.google.android.apps.maps.overlay",
+    "com.android.chrome.trichrome", "com.google.android.tts", "com.android.vending.billing",
+)
+
+
 def cmd_pm(ctx: Ctx, args: list[str]) -> int:
     if args[:2] == ["list", "packages"]:
+        flags = {a for a in args[2:] if a.startswith("-")}
         words = [a for a in args[2:] if not a.startswith("-")]
-        for pkg in sorted(ctx.phone.packages()):
+        apps = set(ctx.phone.packages())
+        system = set(SYSTEM_PACKAGES) | {p for p in apps if p.startswith(("com.android.", "com.google."))}
+        if "-3" in flags:
+            listed = apps - system
+        elif "-s" in flags:
+            listed = system
+        else:
+            listed = apps | system
+        for pkg in sorted(listed):
             if not words or words[0] in pkg:
-                ctx.out(f"package:{pkg}\n")
+                path = f"/data/app/~~{pkg}/base.apk=" if "-f" in flags else ""
+                ctx.out(f"package:{path}{pkg}\n")
         return 0
     if args[:1] == ["path"] and len(args) == 2:
         if args[1] in ctx.phone.packages():

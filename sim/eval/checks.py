@@ -6,6 +6,7 @@ pixels. Predicates are built as closures so that milestones can hold them.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -94,3 +95,45 @@ def notes_editor_has(pattern: str) -> Check:
         return phone.current_screen() == f"{NOTES}/edit" and bool(
             rx.search(norm_text(f"{st.draft_title} {st.draft_body}")))
     return check
+
+
+# --- reference solutions -------------------------------------------------------------------
+
+
+@functools.lru_cache(maxsize=256)
+def scrolls_to_show(seed: int, package: str, screen: str | None, text: str,
+                    after_downs: int = 0, limit: int = 6) -> int:
+    """How many ``Page down``s (negative: ``Page up``s) the seed's phone needs before ``text``
+    is on the screen, starting ``after_downs`` page downs from the top of the screen.
+
+    A seed shuffles lists and scales fonts, so a row on the first screen of seed 0 may be
+    below the fold on another seed; a reference solution scrolls as a person would. Measured
+    on a phone of the default size (the benchmark's), swiping the way the actuator does; a
+    row counts as shown when the navigation bar cuts none of it (OCR reads it whole).
+    """
+    from sim.phone import SimPhone
+    from sim.phone.systemui import NAV_DP
+    from sim.phone.theme import Metrics
+    from sim.phone_api import DeviceInfo
+
+    def page(phone: SimPhone, down: bool) -> None:
+        w, h = phone.info.width, phone.info.height
+        y1, y2 = (int(h * 0.7), int(h * 0.3)) if down else (int(h * 0.3), int(h * 0.7))
+        phone.swipe(w // 2, y1, w // 2, y2, 300)
+
+    for step in (1, -1):
+        phone = SimPhone(DeviceInfo("reference"), seed=seed)
+        phone.open(package, screen)
+        bottom = phone.info.height - Metrics(phone.info.density).dp(NAV_DP)
+        for _ in range(after_downs):
+            page(phone, True)
+        for n in range(limit + 1):
+            if any(el.bbox[3] < bottom - 1 for el in phone.find(text)):
+                return n * step
+            page(phone, step > 0)
+    raise ValueError(f"{text!r} is not on {package}/{screen} within {limit} pages (seed {seed})")
+
+
+def page_downs_to_show(seed: int, package: str, screen: str | None, text: str) -> int:
+    """``scrolls_to_show`` from the top of the screen (never negative there)."""
+    return scrolls_to_show(seed, package, screen, text)

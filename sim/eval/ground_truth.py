@@ -24,8 +24,10 @@ from typing import TYPE_CHECKING
 from protocol.operations import (
     Ask,
     Back,
+    Clear,
     ClickIcon,
     ClickText,
+    Enter,
     Exit,
     LongPress,
     OpenApp,
@@ -42,7 +44,7 @@ from sim.phone.canvas import Element
 if TYPE_CHECKING:
     from sim.phone import SimPhone
 
-KEY_HOME, KEY_BACK = 3, 4
+KEY_HOME, KEY_BACK, KEY_ENTER, KEY_DEL, KEY_CTRL_LEFT, KEY_A = 3, 4, 66, 67, 113, 29
 DISMISS = ("Not now", "Don't allow", "No thanks", "Later", "Deny", "Skip", "Close")
 # Descriptions that name a Material icon by what it shows rather than its name.
 ICON_WORDS: dict[str, tuple[str, ...]] = {
@@ -201,6 +203,17 @@ class GroundTruthExecutor:
                 extra = self._clear_dialog(None)
                 self.swipe(d)
                 return Outcome(True, extra=extra)
+            case Enter():
+                if phone.focused_field() is None:
+                    return Outcome(False, "no focused field: ENTER did nothing")
+                phone.key(KEY_ENTER)
+                return Outcome(True)
+            case Clear():  # as the actuator does it on Android 13+: Ctrl+A, DEL
+                if phone.focused_field() is None:
+                    return Outcome(False, "no focused field to clear")
+                phone.key_combination([KEY_CTRL_LEFT, KEY_A])
+                phone.key(KEY_DEL)
+                return Outcome(True)
             case Back():
                 phone.key(KEY_BACK)
                 return Outcome(True)

@@ -89,6 +89,50 @@ INSTRUCTIONS: dict[tuple[str, int], str] = {
     ),
 }
 
+# Tier 4, in the style of Mobile-Eval-E (Wang et al. 2025, arXiv 2501.11733): information
+# read in one app is needed in another, or one app's job has several sub-goals. Ours, not
+# published: keyed by task name. ``{today's date}`` and the like stay for the agent to read.
+LONG_INSTRUCTIONS: dict[str, str] = {
+    "weather-note": (
+        "Check tomorrow's highest temperature in the Weather app, then create a new note in "
+        "Notes that says \"Tomorrow's high: \" followed by that temperature."
+    ),
+    "calendar-email": (
+        "Look up today's date in Calendar, then send an email to {address} with the subject "
+        "\"Meeting\" saying that we meet on that date."
+    ),
+    "youtube-title-chrome": (
+        "Open YouTube and look at the first video on its home feed, then search for that "
+        "video's title in Chrome."
+    ),
+    "cheapest-cap-note": (
+        "Search for caps on Alibaba.com, find the cheapest one, and write its name and price "
+        "in a new note in Notes."
+    ),
+    "west-lake-distance": (
+        "Find out in Maps how far away Hangzhou West Lake is, then write the distance in a "
+        "new note in Notes."
+    ),
+    "whatsapp-rating-email": (
+        "Find WhatsApp's rating in the Play Store and email it to {address}."
+    ),
+    "warmest-day-email": (
+        "Find the warmest of the next five days in the Weather app and email {address} which "
+        "day it is and its high temperature."
+    ),
+    "date-weather-note": (
+        "Create a new note in Notes that gives today's date from Calendar and today's high "
+        "temperature from the Weather app."
+    ),
+    "two-searches": (
+        "On YouTube, search for videos about Stephen Curry; then search for lofi music "
+        "instead and like the lo-fi video you find."
+    ),
+    "dark-and-airplane": (
+        "In Settings, turn on the dark mode and then the airplane mode."
+    ),
+}
+
 APP_ROWS: tuple[str, ...] = (
     "Alibaba.com", "Amazon Music", "Chrome", "Gmail", "Google Maps", "Google Play",
     "Notes", "Settings", "TikTok", "YouTube", "Multi-App",
@@ -108,6 +152,17 @@ PAPER_HUMAN_STEPS: dict[tuple[str, int], int] = {
     ("YouTube", 1): 4, ("YouTube", 2): 9, ("YouTube", 3): 7,
     ("Multi-App", 1): 6, ("Multi-App", 2): 6, ("Multi-App", 3): 10,
 }
+
+
+def long_instruction(name: str, **params: str) -> str:
+    """A tier-4 instruction by name, placeholders filled."""
+    try:
+        text = LONG_INSTRUCTIONS[name]
+    except KeyError:
+        raise KeyError(f"no tier-4 instruction named {name!r}") from None
+    for key, value in params.items():
+        text = text.replace("{" + key + "}", value)
+    return text
 
 
 def instruction(app: str, tier: int, **params: str) -> str:

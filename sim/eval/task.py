@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
 from protocol.operations import Operation
-from sim.eval.instructions import INSTRUCTIONS, instruction
+from sim.eval.instructions import INSTRUCTIONS, LONG_INSTRUCTIONS, instruction, long_instruction
 
 if TYPE_CHECKING:
     from sim.phone import SimPhone
@@ -43,7 +43,8 @@ class Task(ABC):
     """One Mobile-Eval task for one seed. Subclasses set ``app`` and ``tier``."""
 
     app: ClassVar[str]  # the row in the paper's table ("Multi-App" for the cross-app row)
-    tier: ClassVar[int]  # 1 simple, 2 added requirements, 3 abstract user demand
+    tier: ClassVar[int]  # 1 simple, 2 added requirements, 3 abstract, 4 Mobile-Eval-E style
+    name: ClassVar[str] = ""  # tier 4: several tasks per row, told apart by name
     max_steps: ClassVar[int] = 0  # 0: three times the reference length plus 5
 
     def __init__(self, seed: int) -> None:
@@ -54,10 +55,12 @@ class Task(ABC):
 
     @classmethod
     def task_id(cls) -> str:
-        return f"{slug(cls.app)}-{cls.tier}"
+        return f"{slug(cls.app)}-{cls.tier}" + (f"-{cls.name}" if cls.name else "")
 
     @property
     def instruction(self) -> str:
+        if self.name:
+            return long_instruction(self.name, **self.params)
         return instruction(self.app, self.tier, **self.params)
 
     def make_params(self, seed: int) -> dict[str, str]:
@@ -90,7 +93,10 @@ class Task(ABC):
     def __init_subclass__(cls, **kwargs: object) -> None:
         super().__init_subclass__(**kwargs)
         app, tier = getattr(cls, "app", None), getattr(cls, "tier", None)
-        if app is not None and tier is not None and (app, tier) not in INSTRUCTIONS:
+        name = getattr(cls, "name", "")
+        if name and name not in LONG_INSTRUCTIONS:
+            raise TypeError(f"{cls.__name__}: no tier-4 instruction named {name!r}")
+        if app is not None and tier is not None and not name and (app, tier) not in INSTRUCTIONS:
             raise TypeError(f"{cls.__name__}: no Mobile-Eval instruction for {app!r} tier {tier}")
 
 

@@ -159,6 +159,7 @@ class Layout:
     fields: dict[str, Any] = field(default_factory=dict)  # field id -> TextField widget
     field_boxes: dict[str, Box] = field(default_factory=dict)  # field id -> its unclipped box
     focus: str | None = None  # the focused field's id
+    selected: bool = False  # the focused field's whole text is selected (drawn highlighted)
     clip: Box | None = None  # the viewport being laid out; things outside it are dropped
     request_focus: Callable[[str], None] | None = None  # what tapping a text field calls
 

@@ -12,6 +12,11 @@ DEL = 67
 FORWARD_DEL = 112
 APP_SWITCH = 187
 NUMPAD_ENTER = 160
+A = 29
+CTRL_LEFT, CTRL_RIGHT = 113, 114
+MOVE_HOME, MOVE_END = 122, 123
+DPAD_LEFT, DPAD_RIGHT = 21, 22
+CURSOR_MOVES = (MOVE_HOME, MOVE_END, DPAD_LEFT, DPAD_RIGHT)
 
 _PUNCT = {55: ",", 56: ".", 62: " ", 68: "`", 69: "-", 70: "=", 71: "[", 72: "]", 73: "\\", 74: ";",
           75: "'", 76: "/", 77: "@", 81: "+"}

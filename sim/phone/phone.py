@@ -27,8 +27,10 @@ from sim.phone.canvas import Action, Box, Element, Hit, Layout, contains, paint
 from sim.phone.launcher import (
     LAUNCHER_COMPONENT,
     LAUNCHER_PACKAGE,
+    drawer_order,
+    home_pages,
+    layout_drawer,
     layout_launcher,
-    page_count,
     wallpaper,
 )
 from sim.phone.system import SETTINGS_PACKAGE, Perturbation, SystemSettings
@@ -107,10 +109,9 @@ class SimPhone(Navigator):
             if app.package in self._apps or app.package == LAUNCHER_PACKAGE:
                 raise ValueError(f"app package {app.package} is registered twice")
             self._apps[app.package] = app
-        order = list(self._apps)
-        if self.perturbation.shuffle_launcher:
-            random.Random(zlib.crc32(f"launcher/{seed}".encode())).shuffle(order)
-        self._launcher_order = order
+        self._home_pages = home_pages(list(self._apps), seed)
+        self._drawer = False  # the app drawer is open over the home screen
+        self._drawer_scroll = 0
         self._states: dict[str, Any] = {p: a.new_state(seed) for p, a in self._apps.items()}
         if not isinstance(self._states.get(SETTINGS_PACKAGE), SystemSettings):
             self._states.pop(SETTINGS_PACKAGE, None)
@@ -121,6 +122,8 @@ class SimPhone(Navigator):
         self._fg: str | None = None  # None: the launcher
         self._page = 0
         self._focus: str | None = None
+        self._selected = False  # the focused field's whole text is selected
+        self._select_pending = False  # a field was just focused: select its text if it asks
         self._shift = False
         self._symbols = False
         self._sys_dialog: Dialog | None = None  # a perturbation pop-up
@@ -198,6 +201,20 @@ class SimPhone(Navigator):
     @property
     def launcher_page(self) -> int:
         return self._page
+
+    def home_screen_apps(self) -> list[list[str]]:
+        """The packages on each home page (every app is in the drawer as well)."""
+        return [list(p) for p in self._home_pages]
+
+    def drawer_open(self) -> bool:
+        with self._lock:
+            return self._fg is None and self._drawer
+
+    def selected_text(self) -> bool:
+        """The focused field's whole text is selected (typing replaces it, DEL clears it)."""
+        with self._lock:
+            self._frame()
+            return self._focus is not None and self._selected
 
     def elements(self) -> list[Element]:
         """Ground truth for the current frame, top layer last. Tests only, never the agent."""
@@ -316,10 +333,7 @@ class SimPhone(Navigator):
             if frame.loading or frame.modal is not None:
                 return
             if self._fg is None:
-                if abs(dx) > abs(dy):
-                    n = page_count(len(self._launcher_order))
-                    self._page = min(n - 1, max(0, self._page + (1 if dx < 0 else -1)))
-                    self._changed()
+                self._launcher_swipe(dx, dy, frame)
                 return
             if frame.on_swipe is not None:
                 on_swipe = frame.on_swipe
@@ -335,6 +349,23 @@ class SimPhone(Navigator):
                 entry.scroll = min(frame.max_scroll, max(0, entry.scroll - dy))
                 self._changed()
 
+    def _launcher_swipe(self, dx: int, dy: int, frame: Frame) -> None:
+        """Home pages sideways; up opens the app drawer, which scrolls and closes at its top."""
+        if self._drawer:
+            if abs(dy) >= abs(dx):
+                if dy > 0 and self._drawer_scroll == 0:
+                    self._drawer = False
+                else:
+                    self._drawer_scroll = min(frame.max_scroll, max(0, self._drawer_scroll - dy))
+                self._changed()
+            return
+        if abs(dx) > abs(dy):
+            n = len(self._home_pages)
+            self._page = min(n - 1, max(0, self._page + (1 if dx < 0 else -1)))
+        elif dy < 0:
+            self._drawer, self._drawer_scroll = True, 0
+        self._changed()
+
     def type_text(self, text: str) -> None:
         with self._lock:
             if self.faults.frozen or not isinstance(text, str) or not text:
@@ -344,9 +375,22 @@ class SimPhone(Navigator):
                 return  # nothing focused: the characters go nowhere, as on a phone
             if not fld.multiline:
                 text = text.replace("\r", "").replace("\n", " ")
-            value = fld.value + text
+            # Typing over a selection replaces it; otherwise the text goes after the old one.
+            value = text if self._selected else fld.value + text
+            self._selected = False
             self._run(lambda: fld.on_change(value))
             self._changed()
+
+    def key_combination(self, keycodes_: list[int]) -> None:
+        """Keys held together (`input keycombination`): Ctrl+A selects the field's text."""
+        with self._lock:
+            if self.faults.frozen:
+                return
+            held = set(keycodes_)
+            if held & {keycodes.CTRL_LEFT, keycodes.CTRL_RIGHT} and keycodes.A in held:
+                fld = self._focused()
+                self._selected = fld is not None and bool(fld.value)
+                self._changed()
 
     def key(self, keycode: int) -> None:
         with self._lock:
@@ -361,8 +405,12 @@ class SimPhone(Navigator):
             elif keycode in (keycodes.DEL, keycodes.FORWARD_DEL):
                 fld = self._focused()
                 if fld is not None and fld.value:
-                    shorter, change = fld.value[:-1], fld.on_change
+                    shorter = "" if self._selected else fld.value[:-1]
+                    change = fld.on_change
                     self._run(lambda: change(shorter))
+                self._selected = False
+            elif keycode in keycodes.CURSOR_MOVES:
+                self._selected = False  # the caret moves: nothing is selected any more
             elif keycode == keycodes.APP_SWITCH:
                 pass  # recents is not simulated
             else:
@@ -516,6 +564,7 @@ class SimPhone(Navigator):
 
     def _launch(self, app: App[Any], screen: str | None, popups: bool = True) -> None:
         fresh = app.package not in self._tasks
+        self._drawer = False  # back on the home screen later, the drawer is closed
         stack = self._tasks.setdefault(app.package, [Entry(app.home)])
         if screen is not None and screen != stack[-1].screen:
             if screen == app.home:
@@ -556,8 +605,9 @@ class SimPhone(Navigator):
             self._loading_until = self.clock() + p.loading_s
 
     def _home(self) -> None:
-        if self._fg is None:
+        if self._fg is None and not self._drawer:
             self._page = 0  # HOME on the home screen goes to the first page
+        self._drawer = False
         self._fg = None
         self._focus = None
         self._sys_dialog = None
@@ -569,6 +619,8 @@ class SimPhone(Navigator):
         """BACK closes the keyboard, then a dialog, then the screen."""
         if self._focus is not None:
             self._focus = None
+        elif self._fg is None and self._drawer:
+            self._drawer = False
         elif self._sys_dialog is not None:
             if self._sys_dialog.on_dismiss is not None:
                 self._sys_dialog.on_dismiss()
@@ -608,6 +660,10 @@ class SimPhone(Navigator):
         return fld if isinstance(fld, TextField) else None
 
     def _request_focus(self, fid: str) -> None:
+        # Focusing a field that selects on focus selects its text (Chrome's omnibox); a tap
+        # on the field already focused puts the caret there instead.
+        self._select_pending = fid != self._focus
+        self._selected = False
         self._focus = fid
         self._reveal = True
         self._shift = False
@@ -657,6 +713,14 @@ class SimPhone(Navigator):
         if self._focus is not None and self._focus not in frame.layout.fields:
             self._focus = None  # the field went away: so does the keyboard
             frame = self._layout_guarded(loading, toast)
+        if self._select_pending:
+            self._select_pending = False
+            fld = frame.layout.fields.get(self._focus or "")
+            if isinstance(fld, TextField) and fld.select_on_focus and fld.value:
+                self._selected = True
+                frame = self._layout_guarded(loading, toast)
+        if self._focus is None:
+            self._selected = False
         if self._reveal and self._focus is not None and entry is not None:
             frame = self._reveal_focus(frame, entry, loading, toast)
         self._reveal = False
@@ -717,7 +781,8 @@ class SimPhone(Navigator):
         theme = DARK if sysset.dark_mode else LIGHT
         W, H = self.info.width, self.info.height
         metrics = Metrics(self.info.density, sysset.font_scale)
-        lay = Layout(metrics, theme, W, H, request_focus=self._request_focus, focus=self._focus)
+        lay = Layout(metrics, theme, W, H, request_focus=self._request_focus, focus=self._focus,
+                     selected=self._selected)
         nav_h = lay.dp(systemui.NAV_DP)
         status_h = lay.dp(systemui.STATUS_DP)
         bottom = H - nav_h
@@ -728,13 +793,20 @@ class SimPhone(Navigator):
         keyboard: Box | None = None
         body: Box = (0, status_h, W, bottom)
         max_scroll = 0
-        if self._fg is None:
+        if self._fg is None and self._drawer:
+            base = Image.new("RGB", (W, H), theme.bg)
+            max_scroll = layout_drawer(lay, drawer_order(list(self._apps.values())), theme,
+                                       self._drawer_scroll, status_h, bottom,
+                                       self._launch_from_home, self._home_search)
+            self._drawer_scroll = min(self._drawer_scroll, max_scroll)
+            loading = False
+        elif self._fg is None:
             base = wallpaper(W, H, theme.dark)
-            npages = page_count(len(self._launcher_order))
+            npages = len(self._home_pages)
             self._page = min(self._page, npages - 1)
-            apps = [self._apps[p] for p in self._launcher_order]
+            apps = [self._apps[p] for p in self._home_pages[self._page]]
             layout_launcher(lay, apps, self._page, self.now, status_h, bottom, self._launch_from_home,
-                            self._home_search)
+                            self._home_search, npages)
             loading = False
         else:
             app = self._apps[self._fg]
@@ -757,7 +829,8 @@ class SimPhone(Navigator):
                     lay, screen, entry, status_h, bottom, loading)
             except Exception as e:
                 raise _AppCrash(app.package, e) from e
-        systemui.status_bar(lay, sysset, self.now, on_wallpaper=self._fg is None)
+        on_wallpaper = self._fg is None and not self._drawer
+        systemui.status_bar(lay, sysset, self.now, on_wallpaper=on_wallpaper)
         if self._sys_dialog is not None and self._fg is not None:
             modal = systemui.dialog(lay, self._sys_dialog)
             dismiss = self._sys_dialog.on_dismiss if self._sys_dialog.cancelable else None
@@ -765,7 +838,7 @@ class SimPhone(Navigator):
             systemui.toast(lay, self._toast[0], bottom)
         first_nav = len(lay.hits)
         systemui.nav_bar(lay, lambda: self._back(), lambda: self._home(), lambda: None,
-                         on_wallpaper=self._fg is None)
+                         on_wallpaper=on_wallpaper)
         nav_hits = lay.hits[first_nav:]
         hits = lay.hits[:first_nav]
         return Frame(lay, base, hits, nav_hits, modal, dismiss, body, max_scroll, on_swipe, loading,

@@ -235,6 +235,7 @@ class TextField(Widget):
     lines: int = 1  # visible lines
     on_submit: Action | None = None
     outlined: bool = True
+    select_on_focus: bool = False  # focusing selects the text, so typing replaces it
 
     def place(self, lay: Layout, x: int, y: int, w: int) -> int:
         t = lay.theme
@@ -264,10 +265,12 @@ class TextField(Widget):
         ty = top + lay.dp(16)
         last = box[0] + pad
         for ln in lines[: max(1, self.lines)]:
+            if focused and lay.selected and self.value:
+                _selection(lay, box[0] + pad, ty, ln, size, weight)
             tb = lay.text(box[0] + pad, ty, ln, size, weight, colour)
             last = tb[2]
             ty += line_h
-        if focused:  # the caret after the text
+        if focused and not (lay.selected and self.value):  # the caret after the text
             cx = last + lay.dp(1) if self.value else box[0] + pad
             cy = ty - line_h
             lay.rect((cx, cy + lay.dp(2), cx + lay.dp(2), cy + line_h - lay.dp(2)), t.primary)
@@ -287,6 +290,13 @@ class TextField(Widget):
         return focus
 
 
+def _selection(lay: Layout, x: int, y: int, text: str, size: int, weight: str) -> None:
+    """The highlight behind selected text."""
+    tw = lay.text_width(text, size, weight)
+    lay.rect((x - lay.dp(1), y - lay.dp(2), x + tw + lay.dp(1), y + round(size * 1.3)),
+             lay.theme.primary_container)
+
+
 @dataclass
 class SearchBar(Widget):
     """A pill with a magnifier: editable (value/on_change/on_submit), or a button that
@@ -300,6 +310,7 @@ class SearchBar(Widget):
     hint: str = "Search"
     leading: IconButton | None = None  # replaces the magnifier, e.g. a back arrow
     trailing: Sequence[IconButton] = ()  # e.g. a mic, an avatar
+    select_on_focus: bool = False  # focusing selects the text (Chrome's omnibox)
 
     def place(self, lay: Layout, x: int, y: int, w: int) -> int:
         t = lay.theme
@@ -323,14 +334,18 @@ class SearchBar(Widget):
         size, weight = lay.style("body")
         shown = self.value or self.hint
         shown = lay.ellipsize(shown, size, weight, right - tx - lay.dp(8))
-        tb = lay.text(tx, top + (h - round(size * 1.3)) // 2, shown, size, weight,
-                      t.text if self.value else t.text_muted)
-        if focused:
+        ty = top + (h - round(size * 1.3)) // 2
+        selected = focused and lay.selected and bool(self.value)
+        if selected:
+            _selection(lay, tx, ty, shown, size, weight)
+        tb = lay.text(tx, ty, shown, size, weight, t.text if self.value else t.text_muted)
+        if focused and not selected:
             cx2 = tb[2] + lay.dp(1) if self.value else tx
             lay.rect((cx2, tb[1] + lay.dp(2), cx2 + lay.dp(2), tb[3] - lay.dp(2)), t.primary)
         field_box = (tx - lay.dp(4), top, right, top + h)
         if self.on_change is not None:
-            tf = TextField(self.id, self.value, self.on_change, self.hint, on_submit=self.on_submit)
+            tf = TextField(self.id, self.value, self.on_change, self.hint, on_submit=self.on_submit,
+                           select_on_focus=self.select_on_focus)
             lay.fields[self.id] = tf
             lay.field_boxes[self.id] = field_box
             lay.element(Element("search_bar", self.value or self.hint, field_box, True, "search",

@@ -115,7 +115,8 @@ async def test_typing_reaches_a_real_field_literally(sim_device: SimDevice) -> N
 async def test_open_app_by_launcher_ocr(
     sim_device: SimDevice, shared_perception: PerceptionActor,
 ) -> None:
-    """No package known: go home, read the labels, tap the icon, swipe pages if needed."""
+    """No package names it (com.zhiliaoapp.musically): go home, read the labels, tap the
+    icon, look through the pages and the drawer if needed."""
     phone = sim_device.phone
     phone.key(3)
     dev = AdbDevice(sim_device.serial)
@@ -128,11 +129,11 @@ async def test_open_app_by_launcher_ocr(
         return [(ln.text, tuple(int(v) for v in ln.box)) for ln in res.lines]  # type: ignore[misc]
 
     first = await cap.capture()
-    res = await act.perform(OpenApp("Weather"), point=None, size=(first.frame.width,
+    res = await act.perform(OpenApp("TikTok"), point=None, size=(first.frame.width,
                                                                    first.frame.height),
                             read_screen=read_screen)
     assert "launcher icon" in res.detail
-    assert phone.foreground() == "com.sim.weather"
+    assert phone.foreground() == "com.zhiliaoapp.musically"
 
 
 def test_sensitive_patterns() -> None:

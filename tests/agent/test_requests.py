@@ -323,7 +323,14 @@ async def test_frame_store_decodes_bus_bytes_once() -> None:
     assert np.array_equal(got, rgb) and store.decoded == 1
     _, again = await store.rgb("f1")
     assert again is got and store.decoded == 1
-    for i in range(2, 4):  # bounded per device: the oldest goes first
+    store.put(Frame(frame_id="f2", sha256="x", width=1, height=1, format="png",
+                    data=data, device="d1"))
+    store.put(Frame(frame_id="f3", sha256="x", width=1, height=1, format="png",
+                    data=data, device="d1"))
+    # Past per_device the oldest keeps its bytes, not its pixels: decoded again when asked.
+    _, third = await store.rgb("f1", "d1")
+    assert np.array_equal(third, rgb) and third is not got and store.decoded == 2
+    for i in range(4, 2 * FrameStore.KEPT_ENCODED + 2):  # bounded per device: oldest first
         store.put(Frame(frame_id=f"f{i}", sha256="x", width=1, height=1, format="png",
                         data=data, device="d1"))
     with pytest.raises(KeyError, match="not known on this host"):
@@ -394,8 +401,9 @@ async def test_each_event_kind_has_one_producer(
     agent = DeviceAgent(Tagged("planner"), device, settings=settings,
                         perception=shared_perception, services=services,
                         policy_for=lambda _i: ScriptedPolicy(
-                            [ClickText("Frobnicate widget"), Back(), OpenApp("Notes")]))
-    outcome = await agent.run_episode(Instruction(id=uuid.uuid4().hex, text="Open Notes."))
+                            [ClickText("Frobnicate widget"), Back(), OpenApp("TikTok")]))
+    # TikTok: its package (com.zhiliaoapp.musically) does not name it, so the launcher is read.
+    outcome = await agent.run_episode(Instruction(id=uuid.uuid4().hex, text="Open TikTok."))
     assert outcome.status == "succeeded", outcome.reason
     producers: dict[str, set[str]] = {}
     for producer, topic, msg in published:

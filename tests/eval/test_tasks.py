@@ -1,7 +1,7 @@
 """Every Mobile-Eval task is solvable by its reference and its check rejects wrong runs.
 
 The reference solutions run in-process with ground-truth aim (sim/eval/ground_truth.py):
-no screenshots, no OCR, so 33 tasks x 5 seeds take seconds.
+no screenshots, no OCR, so every task x 5 seeds takes seconds.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 from protocol.operations import ClickIcon, ClickText, Operation, PageDown, TypeText
 from sim.eval.episode import run_episode
 from sim.eval.ground_truth import GroundTruthExecutor
-from sim.eval.instructions import INSTRUCTIONS
+from sim.eval.instructions import INSTRUCTIONS, LONG_INSTRUCTIONS
 from sim.eval.task import Task
 from sim.eval.tasks import TASKS, get_task
 from sim.phone import SimPhone
@@ -34,10 +34,13 @@ def run(task: Task, ops: list[Operation], seed: int) -> tuple[bool, SimPhone]:
     return task.is_successful(phone), phone
 
 
-def test_all_33_tasks_are_registered_once() -> None:
-    assert len(TASKS) == 33
-    assert {(t.app, t.tier) for t in TASKS} == set(INSTRUCTIONS)
-    assert len(set(IDS)) == 33
+def test_all_33_tasks_and_the_tier_4_ones_are_registered_once() -> None:
+    classic = [t for t in TASKS if t.tier < 4]
+    assert len(classic) == 33
+    assert {(t.app, t.tier) for t in classic} == set(INSTRUCTIONS)
+    long = [t for t in TASKS if t.tier == 4]
+    assert len(long) >= 10 and {t.name for t in long} == set(LONG_INSTRUCTIONS)
+    assert len(set(IDS)) == len(TASKS)
 
 
 @pytest.mark.parametrize("task_id", IDS)

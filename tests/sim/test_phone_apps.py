@@ -55,7 +55,8 @@ def bg_luma(img: Image.Image) -> int:
     return luma
 
 
-def test_launcher_pages_and_dots(phone: SimPhone) -> None:
+def test_launcher_pages_and_dots() -> None:
+    phone = SimPhone(DeviceInfo("apps"), seed=3)  # seed 3's home screens hold two pages
     phone.key(3)
     first = {e.text for e in phone.find(kind="app_icon")}
     assert one(phone, kind="page_indicator").text.startswith("Page 1 of ")

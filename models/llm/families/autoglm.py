@@ -4,7 +4,7 @@ the system prompt in ``phone_agent/config/prompts*.py``, the action handler in
 
 Reply: ``<think>...</think><answer>do(action="Tap", element=[x,y])</answer>``; the calls
 are ``do(action=...)`` with ``Launch`` (app), ``Tap`` / ``Double Tap`` / ``Long Press``
-(element), ``Type`` (text), ``Swipe`` (start, end), ``Back``, ``Home``, ``Wait``,
+(element), ``Type`` (text), ``Clear`` (ours), ``Swipe`` (start, end), ``Back``, ``Home``, ``Wait``,
 ``Take_over`` (message: the user must act), ``Interact`` (the user must choose), and
 ``finish(message=...)``. Tags are often left unclosed.
 
@@ -22,6 +22,7 @@ from models.llm.replytext import Call, clean_reply, last_call, parse_point
 from protocol.operations import (
     Ask,
     Back,
+    Clear,
     Exit,
     LongPressPoint,
     OpenApp,
@@ -39,6 +40,7 @@ SYSTEM = """You operate an Android phone for the user. Each turn, think inside <
 - do(action="Long Press", element=[x,y]): touch and hold a point.
 - do(action="Double Tap", element=[x,y]): tap a point twice.
 - do(action="Type", text="xxx"): type into the focused field.
+- do(action="Clear"): empty the focused field (it keeps its old text otherwise).
 - do(action="Swipe", start=[x1,y1], end=[x2,y2]): swipe from start to end.
 - do(action="Back"), do(action="Home"), do(action="Wait", duration="2 seconds").
 - do(action="Take_over", message="xxx"): the user must do a step (login, captcha).
@@ -80,6 +82,8 @@ def call_to_operation(call: Call) -> Operation:
         if not app:
             raise ParseError('Launch needs app="..."')
         return OpenApp(app)
+    if action == "clear":
+        return Clear()
     if action == "back":
         return Back()
     if action == "home":

@@ -6,7 +6,7 @@ Reply: ``<tool_call>{"name": "mobile_use", "arguments": {"action": ..., ...}}</t
 in the text (Hermes style), or the same as an OpenAI ``tool_calls`` entry when vLLM's tool
 parser is on. Actions: ``click`` / ``long_press`` (coordinate), ``swipe`` (coordinate,
 coordinate2), ``type`` (text), ``key`` (text), ``system_button`` (button: Back, Home,
-Menu, Enter), ``open`` (text), ``wait``, ``answer`` (text), ``terminate`` (status).
+Menu, Enter), ``clear`` (ours: empty the focused field), ``open`` (text), ``wait``, ``answer`` (text), ``terminate`` (status).
 
 Coordinates: Qwen2.5-VL answers absolute pixels of the image it received, which is the
 screenshot as sent (the screen fitted within ``llm.max_image_side``) smart-resized by the
@@ -27,6 +27,7 @@ from models.llm.families.base import FamilyBase, FamilyReply, Geometry, ToolCall
 from models.llm.replytext import clean_reply, json_objects, normalize_punctuation, strip_reasoning
 from protocol.operations import (
     Back,
+    Clear,
     Enter,
     Exit,
     LongPressPoint,
@@ -50,7 +51,7 @@ You may call one or more functions to assist with the user query.
 
 You are provided with function signatures within <tools></tools> XML tags:
 <tools>
-{"type": "function", "function": {"name": "mobile_use", "description": "Use a touchscreen to interact with a mobile device. The screen's resolution is {width}x{height}{coords}.", "parameters": {"properties": {"action": {"description": "click, long_press, swipe, type, key, system_button, open, wait, answer or terminate", "enum": ["click", "long_press", "swipe", "type", "key", "system_button", "open", "wait", "answer", "terminate"], "type": "string"}, "coordinate": {"description": "(x, y) for click, long_press and the start of swipe", "type": "array"}, "coordinate2": {"description": "(x, y): the end of swipe", "type": "array"}, "text": {"description": "for type, key, open and answer", "type": "string"}, "button": {"description": "for system_button", "enum": ["Back", "Home", "Menu", "Enter"], "type": "string"}, "time": {"description": "seconds, for long_press and wait", "type": "number"}, "status": {"description": "for terminate", "enum": ["success", "failure"], "type": "string"}}, "required": ["action"], "type": "object"}}}
+{"type": "function", "function": {"name": "mobile_use", "description": "Use a touchscreen to interact with a mobile device. The screen's resolution is {width}x{height}{coords}.", "parameters": {"properties": {"action": {"description": "click, long_press, swipe, type, clear (empty the focused field), key, system_button, open, wait, answer or terminate", "enum": ["click", "long_press", "swipe", "type", "clear", "key", "system_button", "open", "wait", "answer", "terminate"], "type": "string"}, "coordinate": {"description": "(x, y) for click, long_press and the start of swipe", "type": "array"}, "coordinate2": {"description": "(x, y): the end of swipe", "type": "array"}, "text": {"description": "for type, key, open and answer", "type": "string"}, "button": {"description": "for system_button", "enum": ["Back", "Home", "Menu", "Enter"], "type": "string"}, "time": {"description": "seconds, for long_press and wait", "type": "number"}, "status": {"description": "for terminate", "enum": ["success", "failure"], "type": "string"}}, "required": ["action"], "type": "object"}}}
 </tools>
 
 For each function call, return a json object with function name and arguments within <tool_call></tool_call> XML tags:
@@ -98,6 +99,8 @@ def arguments_to_operation(args: Mapping[str, Any]) -> Operation:
         if not text:
             raise ParseError('type needs "text"')
         return TypeText(" ".join(text.split()))
+    if action == "clear":  # ours: the field keeps its old text otherwise
+        return Clear()
     if action in ("key", "system_button"):
         key = (args.get("button") if action == "system_button" else text) or text
         k = str(key).strip().lower()
@@ -107,6 +110,8 @@ def arguments_to_operation(args: Mapping[str, Any]) -> Operation:
             return Exit()
         if k == "enter":
             return Enter()
+        if k == "clear":
+            return Clear()
         raise ParseError(f"{action} {key!r} is not supported: use Back, Home or Enter")
     if action in ("open", "awake"):
         if not text:

@@ -58,6 +58,7 @@ TOOLS: list[dict[str, Any]] = [
     _fn("back", "Go back to the previous screen.", {}),
     _fn("home", "Go to the home screen.", {}),
     _fn("enter", "Press the Enter key.", {}),
+    _fn("clear", "Empty the focused text field.", {}),
     _fn("wait", "Do nothing this step: the screen is still loading.", {}),
     _fn("stop", "The instruction is fully done.", {}),
     _fn("ask", "Ask the user a question when the instruction leaves a choice open.",

@@ -5,7 +5,7 @@ mobile prompt in ``codes/ui_tars/prompt.py`` and the coordinate notes in
 Reply: ``Thought: ...`` then ``Action: <call>``, the call one of ``click(start_box=...)``,
 ``long_press(start_box=...)``, ``type(content='...')`` (a trailing ``\\n`` submits: Enter),
 ``scroll(start_box=..., direction=...)`` or with ``end_box``, ``drag(start_box, end_box)``
-(a swipe), ``open_app(app_name=...)``, ``press_home()``, ``press_back()``, ``wait()``,
+(a swipe), ``open_app(app_name=...)``, ``press_home()``, ``press_back()``, ``wait()``, ``clear()`` (ours),
 ``finished(content=...)``. A point is ``'(x,y)'``, ``'<|box_start|>(x,y)<|box_end|>'``,
 ``<point>x y</point>`` or a box (its centre).
 
@@ -27,6 +27,7 @@ from models.llm.replytext import Call, clean_reply, last_call, parse_point
 from protocol.operations import (
     Ask,
     Back,
+    Clear,
     Enter,
     Exit,
     LongPressPoint,
@@ -57,6 +58,7 @@ Action: ...
 click(start_box='<|box_start|>(x1,y1)<|box_end|>')
 long_press(start_box='<|box_start|>(x1,y1)<|box_end|>')
 type(content='') # end content with \\n to submit it
+clear() # empty the focused field before typing new text
 scroll(start_box='<|box_start|>(x1,y1)<|box_end|>', direction='down or up or right or left')
 drag(start_box='<|box_start|>(x1,y1)<|box_end|>', end_box='<|box_start|>(x3,y3)<|box_end|>')
 open_app(app_name='')
@@ -73,7 +75,7 @@ finished(content='') # the task is done
 _NAMES = (
     "click", "left_single", "long_press", "type", "scroll", "drag", "swipe",
     "open_app", "press_home", "press_back", "press_enter", "hotkey", "wait", "finished",
-    "call_user",
+    "call_user", "clear",
 )
 _SYNTAX = "click(start_box='(x,y)')"
 # Where the content ends up: UI-TARS' "scroll down" shows more of what is below.
@@ -131,6 +133,8 @@ def call_to_operation(call: Call) -> Operation:
         return Back()
     if n == "press_enter" or (n == "hotkey" and call.args.get("key", "").lower() == "enter"):
         return Enter()
+    if n == "clear":
+        return Clear()
     if n == "wait":
         return Wait()
     if n == "finished":

@@ -1,13 +1,14 @@
-"""The 33 Mobile-Eval tasks, in the paper's row order, and a lookup by id."""
+"""The 33 Mobile-Eval tasks and the tier-4 ones (Mobile-Eval-E style), in the paper's row
+order, and a lookup by id."""
 
 from __future__ import annotations
 
 from sim.eval.instructions import APP_ROWS
 from sim.eval.task import Task
-from sim.eval.tasks import everyday, media, multi_app, shopping
+from sim.eval.tasks import everyday, long_tasks, media, multi_app, shopping
 
-_ALL = [*shopping.TASKS, *media.TASKS, *everyday.TASKS, *multi_app.TASKS]
-TASKS: list[type[Task]] = sorted(_ALL, key=lambda t: (APP_ROWS.index(t.app), t.tier))
+_ALL = [*shopping.TASKS, *media.TASKS, *everyday.TASKS, *multi_app.TASKS, *long_tasks.TASKS]
+TASKS: list[type[Task]] = sorted(_ALL, key=lambda t: (t.tier == 4, APP_ROWS.index(t.app), t.tier))
 BY_ID: dict[str, type[Task]] = {t.task_id(): t for t in TASKS}
 
 

@@ -6,7 +6,7 @@ import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from protocol.operations import ClickIcon, ClickText, OpenApp, TypeText
+from protocol.operations import ClickIcon, ClickText, OpenApp, PageDown, TypeText
 from sim.eval.checks import (
     Check,
     field_focused,
@@ -18,6 +18,7 @@ from sim.eval.checks import (
     notes_editor_has,
     notes_snapshot,
     on_screen,
+    page_downs_to_show,
 )
 from sim.eval.task import Milestone, Task, norm_text
 from sim.phone.apps import chrome, gmail, maps, notes
@@ -339,9 +340,13 @@ class _SettingsToggle(Task):
     def milestones(self) -> Sequence[Milestone]:
         screen = {"Display": "display", "Network & internet": "network",
                   "Notifications & status bar": "notifications"}[self.section]
+        down = page_downs_to_show(self.seed, SETTINGS, None, self.section)
+        down2 = page_downs_to_show(self.seed, SETTINGS, screen, self.toggle)
         return [Milestone("Settings open", in_app(SETTINGS), (OpenApp("Settings"),)),
-                Milestone(self.section, on_screen(SETTINGS, screen), (ClickText(self.section),)),
-                Milestone(f"{self.toggle} on", self.is_successful, (ClickText(self.toggle),))]
+                Milestone(self.section, on_screen(SETTINGS, screen),
+                          (*[PageDown()] * down, ClickText(self.section))),
+                Milestone(f"{self.toggle} on", self.is_successful,
+                          (*[PageDown()] * down2, ClickText(self.toggle)))]
 
 
 class SettingsDarkMode(_SettingsToggle):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from protocol.operations import ClickIcon, ClickText, OpenApp, Operation, PageDown, TypeText
+from protocol.operations import ClickIcon, ClickText, Enter, OpenApp, Operation, PageDown, TypeText
 from sim.eval.checks import Check, field_focused, fresh_start, in_app, on_screen, same_text
 from sim.eval.task import Milestone, Task, norm_text
 from sim.phone.apps import amazon_music, tiktok, youtube
@@ -45,7 +45,7 @@ def _music_search(query: str) -> list[Milestone]:
         Milestone("Find tab", on_screen(MUSIC, "find"), (ClickText("Find"),)),
         Milestone("search box focused", field_focused(MUSIC, "query"),
                   (ClickText("Search Amazon Music"),)),
-        Milestone("searched", searched(query), (TypeText(query), ClickText("Search"))),
+        Milestone("searched", searched(query), (TypeText(query), Enter())),
     ]
 
 
@@ -212,7 +212,7 @@ def _yt_search() -> list[Milestone]:
     return [Milestone("YouTube open", in_app(YT), (OpenApp("YouTube"),)),
             Milestone("search box focused", field_focused(YT, "query"),
                       (ClickIcon("search", "top right"),)),
-            Milestone("searched", searched_curry, (TypeText("Stephen Curry"), ClickText("Search")))]
+            Milestone("searched", searched_curry, (TypeText("Stephen Curry"), Enter()))]
 
 
 class YouTubeSearchCurry(Task):

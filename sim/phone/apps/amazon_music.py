@@ -166,8 +166,18 @@ def find_screen(ctx: Ctx[MusicState]) -> Screen:
         st.searches.append(q)
         ctx.go("results", query=q)
 
+    def pick(text: str) -> None:
+        change(text)
+        go()
+
+    # As in the app: ENTER or a suggestion submits the search; there is no search button.
+    artists, songs = find(st.draft) if st.draft.strip() else ([], [])
+    typed = " ".join(st.draft.split()).lower()
+    hints = ([typed] if typed else []) + [a for a in artists if a.lower() != typed] + \
+        [s.title for s in songs if s.title.lower() != typed]
     body = [
-        Row([Button("Search", go, id="search_button")], align="right"),
+        *[ListItem(h, icon="search", trailing_icon="north_west", id=f"suggestion:{h}",
+                   on_tap=bind(pick, h)) for h in list(dict.fromkeys(hints))[:5]],
         Text("Browse", "subtitle"),
         *[ListItem(g, icon="album", trailing_icon="chevron_right",
                    on_tap=lambda: ctx.toast("Coming soon")) for g in ("Pop", "Classical", "Jazz")],

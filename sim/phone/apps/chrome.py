@@ -99,7 +99,6 @@ def _search(ctx: Ctx[ChromeState], query: str) -> None:
     if not q:
         return
     ctx.state.searches.append(q)
-    ctx.state.query = ""
     if re.fullmatch(r"(https?://)?[\w-]+(\.[\w-]+)+(/\S*)?", q):  # typed a URL
         _open_url(ctx, q if q.startswith("http") else "https://" + q)
     else:
@@ -165,7 +164,8 @@ def search(ctx: Ctx[ChromeState]) -> Screen:
              for x in recent]
     return Screen(
         top=SearchBar("omnibox_edit", s.query, set_query, on_submit=lambda: _search(ctx, s.query),
-                      hint="Search or type URL", leading=IconButton("arrow_back", ctx.back, "Navigate up")),
+                      hint="Search or type URL", leading=IconButton("arrow_back", ctx.back, "Navigate up"),
+                      select_on_focus=True),
         body=body,
         autofocus="omnibox_edit",
     )

@@ -127,9 +127,17 @@ def search_screen(ctx: Ctx[MapsState]) -> Screen:
     def change(v: str) -> None:
         st.draft = v
 
-    def submit() -> None:
+    def record() -> None:
         if st.draft.strip():
             st.searches.append(st.draft.strip())
+
+    def submit() -> None:  # ENTER: the best match's page, as the app shows a sure hit
+        record()
+        hits = search(st.draft)
+        if hits:
+            _open_place(ctx, hits[0])
+        elif st.draft.strip():
+            ctx.toast(f"No results for {st.draft.strip()}")
 
     found = search(st.draft)[:5] if st.draft.strip() else []
     body: list = []
@@ -138,7 +146,7 @@ def search_screen(ctx: Ctx[MapsState]) -> Screen:
         body.append(ListItem("Home", "Set your home address", icon="home"))
     for p in found:
         def pick(p: Place = p) -> None:
-            submit()
+            record()
             _open_place(ctx, p)
         body.append(ListItem(p.name, p.address, icon="place", id=f"suggestion:{p.id}", on_tap=pick))
     return Screen(top=SearchBar(id="query", value=st.draft, on_change=change, on_submit=submit,

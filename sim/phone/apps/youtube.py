@@ -5,7 +5,9 @@ icon. The state records searches, videos opened, likes and posted comments.
 
 from __future__ import annotations
 
+import random
 import re
+import zlib
 from dataclasses import dataclass, field
 
 from sim.phone.app import App, Ctx, Screen
@@ -77,6 +79,16 @@ def search(query: str) -> list[Video]:
     return hits or [v for v in VIDEOS if any(w in f"{v.title} {v.topic}".lower() for w in words)]
 
 
+def suggestions(draft: str) -> list[str]:
+    """Query completions for what is typed: the text itself, then known queries it starts."""
+    q = " ".join(re.findall(r"[a-z0-9]+", draft.lower()))
+    if not q:
+        return []
+    pool = sorted({v.topic for v in VIDEOS} | {v.title.lower() for v in VIDEOS}
+                  | {f"{v.topic} highlights" for v in VIDEOS})
+    return [q, *[p for p in pool if p.startswith(q) and p != q]][:6]
+
+
 def _open(ctx: Ctx[YouTubeState], v: Video) -> None:
     ctx.state.opened.append(v.id)
     ctx.go("watch", id=v.id)
@@ -96,8 +108,19 @@ def _nav(ctx: Ctx[YouTubeState]) -> BottomNav:
                      lambda i: ctx.replace("main") if i == 0 else ctx.toast("Sign in to continue"))
 
 
+FEED = ("nba-top10", "lofi", "ramen", "lakers")
+
+
+def home_feed(seed: int) -> list[Video]:
+    """The home feed in the seed's order (``Ctx.shuffled(..., "feed")`` on this app)."""
+    feed = [VIDEO[i] for i in FEED]
+    if seed:
+        random.Random(zlib.crc32(f"{seed}/{PACKAGE}/order/feed".encode())).shuffle(feed)
+    return feed
+
+
 def home(ctx: Ctx[YouTubeState]) -> Screen:
-    feed = ctx.shuffled([VIDEO[i] for i in ("nba-top10", "lofi", "ramen", "lakers")], "feed")
+    feed = home_feed(ctx.seed)
     body = [row for v in feed for row in _video_card(ctx, v)]
     return Screen(title="YouTube", body=body, bottom=_nav(ctx),
                   actions=[IconButton("cast", lambda: ctx.toast("No devices found"), "Cast"),
@@ -118,12 +141,15 @@ def search_screen(ctx: Ctx[YouTubeState]) -> Screen:
             st.searches.append(q)
             ctx.go("results", query=q)
 
-    body: list[Widget] = [Row([Button("Search", submit, id="search_button")], align="right")]
-    for past in ("lofi music", "ramen recipe"):
-        def again(p: str = past) -> None:
+    # As in the app: no search button; ENTER on the keyboard or a suggestion submits.
+    body: list[Widget] = []
+    shown = suggestions(st.draft) if st.draft.strip() else ["lofi music", "ramen recipe"]
+    for text in shown:
+        def pick(p: str = text) -> None:
             change(p)
             submit()
-        body.append(ListItem(past, icon="history", on_tap=again))
+        body.append(ListItem(text, icon="search" if st.draft.strip() else "history",
+                             trailing_icon="north_west", id=f"suggestion:{text}", on_tap=pick))
     return Screen(top=SearchBar(id="query", value=st.draft, on_change=change, on_submit=submit,
                                 hint="Search YouTube",
                                 leading=IconButton("arrow_back", ctx.back, "Navigate up")),
