@@ -21,13 +21,13 @@ from actors.config import AgentSettings
 from actors.episode import DeviceAgent
 from actors.perception import PerceptionActor
 from actors.planner import LLMPolicy
+from bench.llm_server import Behaviour, OpenAIServer, planner_reply
 from devices.adb import AdbDevice
 from models.llm import LLMClient, LLMSettings
 from protocol.messages import Instruction, Msg, StepTiming
 from protocol.operations import format_operation
 from sim.eval.tasks import get_task
 from sim.fleet import SimFleet
-from tests.fixtures.openai_server import Behaviour, OpenAIServer, planner_reply
 
 
 class _NoBus:

@@ -136,6 +136,7 @@ class SimPhone(Navigator):
         self._image_cache: Image.Image | None = None
         # the last painted frame: the next one repaints only where its ops differ
         self._painted: tuple[tuple[Any, ...], list[Any], Image.Image] | None = None
+        self.partial_repaint = True  # False: paint every changed frame whole (bench/sim.py)
         self._reveal = False  # scroll the focused field into view at the next layout
         self._last_image: Image.Image | None = None  # what a frozen screen keeps showing
         self.crashes: list[str] = []  # app errors, with tracebacks; tests assert it stays empty
@@ -291,7 +292,8 @@ class SimPhone(Navigator):
 
     def _paint(self, frame: Frame) -> Image.Image:
         prev = self._painted
-        if prev is not None and frame.base_key and prev[0] == frame.base_key:
+        if (self.partial_repaint and prev is not None and frame.base_key
+                and prev[0] == frame.base_key):
             img = repaint(prev[2], prev[1], frame.base, frame.layout.ops)
         else:
             img = paint(frame.base, frame.layout.ops)
