@@ -245,7 +245,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         import tempfile
 
-        from tests.fixtures.mosquitto import MOSQUITTO, MosquittoBroker, free_port
+        from bench.mosquitto import MOSQUITTO, MosquittoBroker, free_port
 
         if MOSQUITTO is None:
             print("bench.bus: mosquitto is not installed (or pass --url)", file=sys.stderr)

@@ -83,14 +83,16 @@ class RunStats:
     wall_s: float = 0.0
     cpu_s: float = 0.0
     sim_cpu_s: float = 0.0
+    screenshots: int = 0  # the phones' CPU per screenshot is sim_cpu_s / screenshots
 
 
 class TimedDevice:
     """The phone as the agent sees it, adding each call's wall time to ``acc[serial]``."""
 
-    def __init__(self, device: Any, acc: dict[str, float]) -> None:
+    def __init__(self, device: Any, acc: dict[str, float], stats: RunStats | None = None) -> None:
         self._device = device
         self._acc = acc
+        self._stats = stats
         self.serial = device.serial
 
     def __getattr__(self, name: str) -> Any:
@@ -99,6 +101,8 @@ class TimedDevice:
             return attr
 
         async def timed(*a: Any, **kw: Any) -> Any:
+            if name == "screenshot" and self._stats is not None:
+                self._stats.screenshots += 1
             t = time.perf_counter()
             try:
                 return await attr(*a, **kw)
@@ -161,7 +165,7 @@ def agent_worker(llm: Any, services: Any, stats: RunStats, llm_delay: float, ste
         return DeviceAgent(
             TimingBus(handle.bus, acc, stats, llm_delay),
             TimedDevice(AdbDevice(handle.serial, client=handle.adb, capture=capture,
-                                  timeout_s=30.0), acc),
+                                  timeout_s=30.0), acc, stats),
             settings=settings, perception=services.perception_engine,
             policy_for=lambda _i: LLMPolicy(llm), host=handle.host, services=services)
 
@@ -281,6 +285,7 @@ async def run_n(n: int, args: argparse.Namespace, adb_port: int, llm_url: str,
             t0 = time.perf_counter()
             with anyio.fail_after(30):
                 img = await anyio.to_thread.run_sync(dev.screenshot)
+            stats.screenshots += 1
 
             def encode(im: Image.Image = img) -> str:
                 im = im.convert("RGB")
@@ -539,11 +544,12 @@ def main(argv: list[str] | None = None) -> int:
             subprocess.run([adb, "-P", str(adb_port), "kill-server"], capture_output=True,
                            check=False)
     print(f"{'N':>3} {'steps/s':>8} {'ideal':>8} {'ratio':>6} {'ovh p50':>8} {'ovh p95':>8} "
-          f"{'cpu%':>6} {'sim%':>6} {'errors':>6} {'fair(min/max)':>13}")
+          f"{'cpu%':>6} {'sim%':>6} {'ms/shot':>7} {'errors':>6} {'fair(min/max)':>13}")
     for r in results:
         print(f"{r['n']:>3} {r['steps_per_s']:>8.3f} {r['ideal_steps_per_s']:>8.3f} "
               f"{r['ratio']:>6.3f} {r['overhead_p50_s']:>8.3f} {r['overhead_p95_s']:>8.3f} "
-              f"{r['cpu_percent']:>6.0f} {r['sim_cpu_percent']:>6.0f} {r['errors']:>6} "
+              f"{r['cpu_percent']:>6.0f} {r['sim_cpu_percent']:>6.0f} "
+              f"{r['phone_cpu_ms_per_shot'] or float('nan'):>7.1f} {r['errors']:>6} "
               f"{r['fairness']:>13}")
     meta = {"llm_delay_s": args.llm_delay, "steps_per_phone": args.steps, "phone": args.phone,
             "broker": "mosquitto" if broker_url else "embedded amqtt",
@@ -576,6 +582,9 @@ def summarise(s: RunStats, previous: list[dict[str, Any]]) -> dict[str, Any]:
         "overhead_p95_s": round(pct(s.overhead_s, 95), 4),
         "cpu_percent": round(100 * s.cpu_s / s.wall_s, 1) if s.wall_s else 0.0,
         "sim_cpu_percent": round(100 * s.sim_cpu_s / s.wall_s, 1) if s.wall_s else 0.0,
+        # all the phone processes' CPU (render, encode, input, ADB) per screenshot taken
+        "phone_cpu_ms_per_shot": (round(1000 * s.sim_cpu_s / s.screenshots, 1)
+                                  if s.screenshots and s.sim_cpu_s else None),
         "device_p50_s": round(pct(s.device_s, 50), 4),
         "device_p95_s": round(pct(s.device_s, 95), 4),
         "llm_p50_s": round(pct(s.llm_s, 50), 4),

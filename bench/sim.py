@@ -6,9 +6,16 @@ phone gets its own client thread. Uses sim.phone.SimPhone when it can be importe
 the tests' RecordingPhone stand-in (a flat screen: cheap to render and to encode), and says
 which. A private adb server (ADB_EMU=0, free port) is started and killed unless --adb-port.
 
-    .venv/bin/python -m bench.sim [--seconds 3] [--counts 1,8]
+    .venv/bin/python -m bench.sim [--seconds 3] [--counts 1,8] [--shots 20]
 
-Prints a table; the last line is one JSON object.
+Then the phone's own CPU per ``screencap -p`` (its thread CPU for layout, paint and PNG
+encode, counted by sim.adb.encode), through adbutils on one phone, for three screens: an
+unchanged one (captured again), typing one character between captures (a small change) and
+flipping launcher pages (a whole new frame); each "before" (Pillow's PNG, every frame
+painted whole, no reuse: the phone as it was) and "after" (the phone as it is), in the same
+run, with the PNG bytes each costs.
+
+Prints tables; the last line is one JSON object.
 """
 
 from __future__ import annotations
@@ -23,6 +30,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 if __package__ in (None, ""):  # run as a script: make the repo importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -139,10 +147,52 @@ def raw_device_rate(port: int, command: bytes, seconds: float) -> float:
         return done / (time.monotonic() - t0)
 
 
+SHOT_SCENES = ("unchanged", "typing", "new frame")
+
+
+def shot_cost(port: int, shots: int) -> list[dict[str, object]]:
+    """The phone's CPU and PNG bytes per screenshot, per scene, before and after."""
+    from sim.adb.encode import encoder_for
+    from sim.phone import SimPhone
+    from sim.phone.apps import notes
+
+    rows: list[dict[str, object]] = []
+    for mode in ("before", "after"):
+        for scene in SHOT_SCENES:
+            with SimFleet(1, adb_port=port) as fleet:
+                serial = fleet.serials[0]
+                phone = fleet.phone(serial)
+                assert isinstance(phone, SimPhone)
+                dev: Any = fleet.device(serial)
+                enc = encoder_for(phone)
+                enc.codec, enc.reuse = ("pillow", False) if mode == "before" else ("fast", True)
+                phone.partial_repaint = mode == "after"
+                if scene == "typing":
+                    phone.launch(notes.PACKAGE)
+                    phone.settle()
+                    phone.tap_element(phone.find(kind="search_bar")[0])
+                for i in range(shots + 2):
+                    if i == 2:  # the first two are warm-up
+                        enc.reset_counters()
+                    if scene == "typing":
+                        dev.shell(["input", "text", "ab"[i % 2]])
+                    elif scene == "new frame":
+                        x0, x1 = (900, 180) if i % 2 == 0 else (180, 900)
+                        dev.shell(["input", "swipe", str(x0), "1200", str(x1), "1200", "200"])
+                    dev.screenshot()
+                rows.append({"mode": mode, "scene": scene, "shots": enc.shots,
+                             "cpu_ms": round(1000 * enc.cpu_s / max(1, enc.shots), 2),
+                             "png_kb": round(enc.png_bytes / max(1, enc.shots) / 1024, 1),
+                             "reused": enc.reused})
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     ap.add_argument("--seconds", type=float, default=3.0, help="per measurement (default 3)")
     ap.add_argument("--counts", default="1,8", help="fleet sizes (default 1,8)")
+    ap.add_argument("--shots", type=int, default=20,
+                    help="screenshots per scene for the CPU-per-screenshot table (0: skip)")
     ap.add_argument("--adb-port", type=int, default=None,
                     help="use this running adb server instead of a private one")
     args = ap.parse_args(argv)
@@ -169,6 +219,8 @@ def main(argv: list[str] | None = None) -> int:
             rows += [(n, "screenshots/s", shots, shots_n), (n, "input cmds/s", taps, taps_n)]
             results[f"screenshots_per_s_{n}"] = round(shots, 2)
             results[f"input_per_s_{n}"] = round(taps, 2)
+        shot_rows = shot_cost(adb_port, args.shots) if args.shots > 0 and phone_kind == "SimPhone" \
+            else []
     finally:
         kill()
     print(f"phone: {phone_kind}; profile instant; {args.seconds:g} s per cell; "
@@ -180,6 +232,19 @@ def main(argv: list[str] | None = None) -> int:
         print(f"device side alone (raw ADB protocol, 1 phone, no adb server): "
               f"{results['raw_device_screencap_per_s_1']} screencap -p/s, "
               f"{results['raw_device_input_per_s_1']} input tap/s")
+    if shot_rows:
+        print("the phone's CPU per screencap -p (layout + paint + PNG encode, its own thread):")
+        print(f"{'scene':<10} {'before ms':>9} {'after ms':>9} {'ratio':>6} "
+              f"{'before KB':>9} {'after KB':>9} {'reused':>6}")
+        by = {(str(r["mode"]), str(r["scene"])): r for r in shot_rows}
+        for scene in SHOT_SCENES:
+            b, a = by[("before", scene)], by[("after", scene)]
+            ratio = float(str(a["cpu_ms"])) / max(1e-9, float(str(b["cpu_ms"])))
+            print(f"{scene:<10} {b['cpu_ms']:>9} {a['cpu_ms']:>9} {ratio:>6.2f} "
+                  f"{b['png_kb']:>9} {a['png_kb']:>9} {a['reused']:>6}")
+            key = scene.replace(" ", "_")
+            results[f"shot_cpu_ms_{key}"] = {"before": b["cpu_ms"], "after": a["cpu_ms"]}
+            results[f"shot_png_kb_{key}"] = {"before": b["png_kb"], "after": a["png_kb"]}
     print(json.dumps(results))
     return 0
 

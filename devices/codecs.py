@@ -53,8 +53,13 @@ def encode_jpeg(rgb: np.ndarray, quality: int = 80) -> bytes:
     return _encode(rgb, ".jpg", [cv2.IMWRITE_JPEG_QUALITY, int(quality)])
 
 
-def encode_png(rgb: np.ndarray, level: int = 1) -> bytes:
-    return _encode(rgb, ".png", [cv2.IMWRITE_PNG_COMPRESSION, int(level)])
+def encode_png(rgb: np.ndarray, level: int = 1, *, unfiltered: bool = False) -> bytes:
+    """PNG at zlib ``level``. ``unfiltered`` skips libpng's per-row filter search: on flat
+    UI frames it is about twice as fast at about the same size (bench/sim.py)."""
+    params = [cv2.IMWRITE_PNG_COMPRESSION, int(level)]
+    if unfiltered:
+        params += [cv2.IMWRITE_PNG_FILTER, cv2.IMWRITE_PNG_FILTER_NONE]
+    return _encode(rgb, ".png", params)
 
 
 def _encode(rgb: np.ndarray, ext: str, params: list[int]) -> bytes:

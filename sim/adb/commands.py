@@ -8,19 +8,16 @@ from __future__ import annotations
 
 import base64
 import binascii
-import io
 import posixpath
 import random
 import re
-import struct
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from PIL import Image
-
 from devices.adb import ADB_KEYBOARD, KEY_A, KEY_CTRL_LEFT, KEY_DEL
 from sim.adb import shell as sh
+from sim.adb.encode import screencap
 from sim.adb.fs import VirtualFS
 from sim.adb.keycodes import parse_keycode
 from sim.phone_api import Phone
@@ -109,19 +106,6 @@ def _int_arg(text: str) -> int:
 # ---- screen ------------------------------------------------------------------------------
 
 
-def _png(img: Image.Image) -> bytes:
-    buf = io.BytesIO()
-    img.save(buf, format="PNG", compress_level=1)
-    return buf.getvalue()
-
-
-def _raw_screencap(img: Image.Image, sdk: int) -> bytes:
-    rgba = img.convert("RGBA")
-    w, h = rgba.size
-    header = struct.pack("<4I", w, h, 1, 1) if sdk >= 28 else struct.pack("<3I", w, h, 1)
-    return header + rgba.tobytes()
-
-
 def cmd_screencap(ctx: Ctx, args: list[str]) -> int:
     usage = "usage: screencap [-hp] [-d display-id] [FILENAME]\n"
     png, path = False, None
@@ -149,10 +133,9 @@ def cmd_screencap(ctx: Ctx, args: list[str]) -> int:
     if phone.faults.refuse_screencap:
         ctx.err("Capturing failed.\n")
         return 1
-    img = phone.screenshot()
     if path is not None and path.endswith(".png"):
         png = True
-    data = _png(img) if png else _raw_screencap(img, phone.info.sdk)
+    data = screencap(phone, png)
     if phone.faults.corrupt_screencap:
         rng = random.Random(len(data))
         cut = max(16, len(data) // 3)

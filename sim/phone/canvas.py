@@ -301,3 +301,51 @@ def paint(base: Image.Image, ops: list[Op]) -> Image.Image:
             x0, y0, x1, y1 = op.box
             d.line((x0, y0, x1, y1), fill=op.color, width=op.width)
     return img
+
+
+# How far a painted op may reach past its box (anti-aliasing, glyph overhang, line width):
+# an op this close to a changed region is repainted with it.
+REACH_PX = 16
+# Beyond this share of the screen a changed region is painted whole (the copies cost more).
+FULL_PAINT_SHARE = 0.6
+
+
+def _grow(box: Box, px: int) -> Box:
+    return (box[0] - px, box[1] - px, box[2] + px, box[3] + px)
+
+
+def changed_region(old: list[Op], new: list[Op], size: tuple[int, int]) -> Box | None:
+    """The screen area where two op lists paint differently (None: nowhere)."""
+    import difflib
+
+    boxes: list[Box] = []
+    matcher = difflib.SequenceMatcher(None, old, new, autojunk=False)
+    for tag, i0, i1, j0, j1 in matcher.get_opcodes():
+        if tag != "equal":
+            boxes += [op_box(op) for op in old[i0:i1]] + [op_box(op) for op in new[j0:j1]]
+    if not boxes:
+        return None
+    w, h = size
+    region = _grow((min(b[0] for b in boxes), min(b[1] for b in boxes),
+                    max(b[2] for b in boxes), max(b[3] for b in boxes)), REACH_PX)
+    return intersect(region, (0, 0, w, h)) or (0, 0, 0, 0)
+
+
+def repaint(prev: Image.Image, prev_ops: list[Op], base: Image.Image, ops: list[Op]) -> Image.Image:
+    """``paint(base, ops)``, given that ``prev`` is ``paint(base, prev_ops)``: the same image
+    when nothing differs, else ``prev`` with only the changed region painted again."""
+    region = changed_region(prev_ops, ops, base.size)
+    if region is None:
+        return prev
+    x0, y0, x1, y1 = region
+    w, h = base.size
+    if (x1 - x0) * (y1 - y0) > FULL_PAINT_SHARE * w * h:
+        return paint(base, ops)
+    reach = _grow(region, REACH_PX)
+    # Ops that cannot reach the region leave its pixels alone, so painting the rest, in order,
+    # gives the region exactly what a whole paint would (a dim is per pixel: it stays).
+    fresh = paint(base, [op for op in ops if intersect(op_box(op), reach) is not None])
+    out = prev.copy()
+    if x1 > x0 and y1 > y0:
+        out.paste(fresh.crop(region), (x0, y0))
+    return out

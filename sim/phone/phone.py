@@ -23,7 +23,7 @@ from PIL import Image
 from devices.adb import ADB_KEYBOARD  # the one IME id the driver and the phone agree on
 from sim.phone import keycodes, systemui
 from sim.phone.app import App, Ctx, Navigator, Screen
-from sim.phone.canvas import Action, Box, Element, Hit, Layout, contains, paint
+from sim.phone.canvas import Action, Box, Element, Hit, Layout, contains, paint, repaint
 from sim.phone.launcher import (
     LAUNCHER_COMPONENT,
     LAUNCHER_PACKAGE,
@@ -85,6 +85,7 @@ class Frame:
     loading: bool
     autofocus: str | None = None
     keyboard: Box | None = None  # the soft keyboard's area; it stays usable over a dialog
+    base_key: tuple[Any, ...] = ()  # what base is, so frames on the same base can be compared
 
 
 class SimPhone(Navigator):
@@ -136,6 +137,9 @@ class SimPhone(Navigator):
         self._frame_key: tuple[Any, ...] | None = None
         self._frame_cache: Frame | None = None
         self._image_cache: Image.Image | None = None
+        # the last painted frame: the next one repaints only where its ops differ
+        self._painted: tuple[tuple[Any, ...], list[Any], Image.Image] | None = None
+        self.partial_repaint = True  # False: paint every changed frame whole (bench/sim.py)
         self._reveal = False  # scroll the focused field into view at the next layout
         self._last_image: Image.Image | None = None  # what a frozen screen keeps showing
         self.crashes: list[str] = []  # app errors, with tracebacks; tests assert it stays empty
@@ -299,9 +303,19 @@ class SimPhone(Navigator):
                 return self._last_image  # a frozen screen shows what it last showed, timers or not
             frame = self._frame()
             if self._image_cache is None:
-                self._image_cache = paint(frame.base, frame.layout.ops)
+                self._image_cache = self._paint(frame)
             self._last_image = self._image_cache
             return self._image_cache
+
+    def _paint(self, frame: Frame) -> Image.Image:
+        prev = self._painted
+        if (self.partial_repaint and prev is not None and frame.base_key
+                and prev[0] == frame.base_key):
+            img = repaint(prev[2], prev[1], frame.base, frame.layout.ops)
+        else:
+            img = paint(frame.base, frame.layout.ops)
+        self._painted = (frame.base_key, frame.layout.ops, img)
+        return img
 
     def orientation(self) -> int:
         return 0
@@ -793,8 +807,10 @@ class SimPhone(Navigator):
         keyboard: Box | None = None
         body: Box = (0, status_h, W, bottom)
         max_scroll = 0
+        base_key: tuple[Any, ...]
         if self._fg is None and self._drawer:
             base = Image.new("RGB", (W, H), theme.bg)
+            base_key = ("solid", W, H, theme.bg)
             max_scroll = layout_drawer(lay, drawer_order(list(self._apps.values())), theme,
                                        self._drawer_scroll, status_h, bottom,
                                        self._launch_from_home, self._home_search)
@@ -802,6 +818,7 @@ class SimPhone(Navigator):
             loading = False
         elif self._fg is None:
             base = wallpaper(W, H, theme.dark)
+            base_key = ("wallpaper", W, H, theme.dark)
             npages = len(self._home_pages)
             self._page = min(self._page, npages - 1)
             apps = [self._apps[p] for p in self._home_pages[self._page]]
@@ -822,6 +839,7 @@ class SimPhone(Navigator):
                 raise _AppCrash(app.package, e) from e
             bg = hex_rgb(screen.background) if screen.background else theme.bg
             base = Image.new("RGB", (W, H), bg)
+            base_key = ("solid", W, H, bg)
             on_swipe = screen.on_swipe
             autofocus = screen.autofocus
             try:
@@ -842,7 +860,7 @@ class SimPhone(Navigator):
         nav_hits = lay.hits[first_nav:]
         hits = lay.hits[:first_nav]
         return Frame(lay, base, hits, nav_hits, modal, dismiss, body, max_scroll, on_swipe, loading,
-                     autofocus, keyboard)
+                     autofocus, keyboard, base_key)
 
     def _layout_app(self, lay: Layout, screen: Screen, entry: Entry, status_h: int, bottom: int,
                     loading: bool) -> tuple[Box, int, Box | None, Action | None, Box | None]:
