@@ -28,6 +28,7 @@ from actors.rpc import DeviceEntry, DeviceRegistry, ServiceActor
 from models.grounding import Ambiguous as GAmbiguous
 from models.grounding import Grounded as GGrounded
 from models.grounding import GroundResult, Perception, PerceptionSettings
+from models.providers import ProviderError
 from protocol.messages import (
     Ambiguous,
     Box,
@@ -49,6 +50,7 @@ from protocol.operations import (
 )
 from runtime import topics
 from runtime.actor import Publisher
+from runtime.config import ConfigError
 
 log = structlog.get_logger(__name__)
 
@@ -68,7 +70,10 @@ class PerceptionActor:
         self, perception: Perception | None = None, *,
         settings: PerceptionSettings | None = None, workers: int = 1,
     ) -> None:
-        self.perception = perception or Perception(settings)
+        try:
+            self.perception = perception or Perception(settings)
+        except ProviderError as exc:  # perception.providers names a missing accelerator
+            raise ConfigError(str(exc)) from exc
         self.timeout_s = self.perception.settings.timeout_s
         self._slots = anyio.Semaphore(max(1, workers))
         self.speculated = 0

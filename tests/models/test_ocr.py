@@ -16,10 +16,8 @@ from models.ocr import (
     ImageError,
     Ocr,
     OcrCache,
-    OcrError,
     OcrResult,
     OcrSettings,
-    pick_providers,
     plan_batches,
     to_bgr,
 )
@@ -176,13 +174,6 @@ def test_a_band_is_detected_at_its_frame_scale(ocr_engine: Ocr) -> None:
     for a, b in zip(sorted(quads, key=lambda q: q[0, 1]), sorted(full, key=lambda q: q[0, 1]),
                     strict=True):
         assert np.abs(a + [0, 250] - b).max() <= 4  # the same boxes, in band coordinates
-
-
-def test_providers() -> None:
-    assert pick_providers()[-1] == "CPUExecutionProvider"
-    assert pick_providers(("CPUExecutionProvider",)) == ["CPUExecutionProvider"]
-    with pytest.raises(OcrError):
-        pick_providers(("NoSuchExecutionProvider",))
 
 
 def _cost(groups: list[range], widths: list[int]) -> int:
