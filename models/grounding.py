@@ -18,6 +18,7 @@ import hashlib
 import io
 import threading
 import unicodedata
+from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Literal, Protocol, TypeVar
 
@@ -616,6 +617,9 @@ class Perception:
         # By frame hash: the work needs the pixels, so the cache is a map, not lru_cache.
         self._ocr_results: LRUCache[str, OcrResult] = LRUCache(max(1, self.settings.cache_frames))
         self._proposals: LRUCache[str, list[Proposal]] = LRUCache(max(1, self.settings.cache_frames))
+        # OCR reads by (device, kind): full | band | unchanged (models.ocr.OcrCache) or
+        # cached (this frame was read before, e.g. speculatively); for meters and benches.
+        self.ocr_runs: Counter[tuple[str, str]] = Counter()
 
     # lazily built parts: constructing the OCR sessions costs about a second
     @property
@@ -665,17 +669,24 @@ class Perception:
         with self._lock:
             hit = self._ocr_results.get(key)
         if hit is not None:
+            self._count(device, "cached")
             return hit
+        kind: str = "full"
         if device is not None:
             with self._lock:
                 if self._ocr_cache is None:
                     self._ocr_cache = OcrCache(self.ocr_engine)
                 cache = self._ocr_cache
-            result = cache.run(bgr, device)
+            result, kind = cache.read(bgr, device)
         else:
             result = self.ocr_engine.run_bgr(bgr)
         self._remember(self._ocr_results, key, result)
+        self._count(device, kind)
         return result
+
+    def _count(self, device: str | None, kind: str) -> None:
+        with self._lock:
+            self.ocr_runs[(device or "", kind)] += 1
 
     def proposals(self, image: ImageInput, *, frame_id: str | None = None) -> list[Proposal]:
         bgr = to_bgr(image)

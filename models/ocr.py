@@ -15,7 +15,7 @@ import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import anyio
 import cv2
@@ -400,6 +400,8 @@ def _shift_line(line: OcrLine, dy: float) -> OcrLine:
 
 # -- per-device incremental OCR ------------------------------------------------------------
 
+OcrRun = Literal["full", "band", "unchanged"]
+
 
 class OcrCache:
     """Re-runs OCR only on the horizontal bands that changed since the device's previous frame.
@@ -421,7 +423,13 @@ class OcrCache:
         self.last_changed_frac = 1.0
 
     def run(self, image: ImageInput, device: str) -> OcrResult:
+        return self.read(image, device)[0]
+
+    def read(self, image: ImageInput, device: str) -> tuple[OcrResult, OcrRun]:
+        """The frame's OCR and what it took: ``full`` (the whole frame read), ``band``
+        (only the changed bands) or ``unchanged`` (nothing read: the previous result)."""
         bgr = to_bgr(image)
+        kind: OcrRun = "full"
         with self._lock:
             prev = self._prev.get(device)
         small = cv2.cvtColor(cv2.resize(bgr, (bgr.shape[1] // 4 or 1, bgr.shape[0] // 4 or 1),
@@ -436,14 +444,14 @@ class OcrCache:
             changed = sum(b - a for a, b in bands) / bgr.shape[0]
             self.last_changed_frac = changed
             if not bands:
-                result = prev[1]
+                result, kind = prev[1], "unchanged"
             elif changed > self.full_frac:
                 result = self.ocr.run_bgr(bgr)
             else:
-                result = self._update(bgr, prev[1], bands)
+                result, kind = self._update(bgr, prev[1], bands), "band"
         with self._lock:
             self._prev[device] = (small, result)
-        return result
+        return result, kind
 
     def forget(self, device: str) -> None:
         with self._lock:

@@ -99,11 +99,12 @@ def test_incremental_ocr_rereads_only_the_changed_band(ocr_engine: Ocr) -> None:
         return s.array()
 
     cache = OcrCache(ocr_engine)
-    first = cache.run(frame("Camera"), device="phone-1")
-    assert cache.last_changed_frac == 1.0
-    assert cache.run(frame("Camera"), device="phone-1") is first  # unchanged: no OCR at all
-    second = cache.run(frame("Gallery"), device="phone-1")
-    assert 0 < cache.last_changed_frac < 0.2
+    first, kind = cache.read(frame("Camera"), device="phone-1")
+    assert cache.last_changed_frac == 1.0 and kind == "full"
+    # unchanged: no OCR at all
+    assert cache.read(frame("Camera"), device="phone-1") == (first, "unchanged")
+    second, kind = cache.read(frame("Gallery"), device="phone-1")
+    assert 0 < cache.last_changed_frac < 0.2 and kind == "band"
     assert sorted(second.texts) == sorted(ocr_engine.run(frame("Gallery")).texts)
     assert "Gallery" in second.texts and "Camera" not in second.texts
     # a scrolled screen: every text row moved; the bands re-read still give the full result
@@ -112,8 +113,9 @@ def test_incremental_ocr_rereads_only_the_changed_band(ocr_engine: Ocr) -> None:
     assert cache.last_changed_frac > 0.2
     assert sorted(scrolled.texts) == sorted(ocr_engine.run(shifted).texts)
     # devices do not share history
-    other = cache.run(frame("Gallery"), device="phone-2")
-    assert cache.last_changed_frac == 1.0 and sorted(other.texts) == sorted(second.texts)
+    other, kind = cache.read(frame("Gallery"), device="phone-2")
+    assert cache.last_changed_frac == 1.0 and kind == "full"
+    assert sorted(other.texts) == sorted(second.texts)
 
 
 @pytest.mark.anyio
