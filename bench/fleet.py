@@ -826,7 +826,7 @@ def main(argv: list[str] | None = None) -> int:
                 if diff:
                     print(f"SU differs at N={r['n']} from N=1: {'; '.join(diff)}")
     meta = {"workload": args.workload, "llm_delay_s": args.llm_delay,
-            "steps_per_phone": args.steps, "phone": args.phone,
+            "steps_per_phone": None if eval_load else args.steps, "phone": args.phone,
             "broker": "mosquitto" if broker_url else "embedded amqtt",
             "step_loop": ("bench's own minimal loop (capture -> LLM -> tap), not the agent actors"
                           if args.loop == "own" else "the agent loop (actors.episode.DeviceAgent)"),
