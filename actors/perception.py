@@ -16,7 +16,11 @@ from the host's ``FrameStore`` (decoded from ``Frame.data`` only when capture ra
 
 from __future__ import annotations
 
+import threading
 import time
+from collections import deque
+from collections.abc import Callable
+from typing import TypeVar
 
 import anyio
 import msgspec
@@ -28,6 +32,7 @@ from actors.rpc import DeviceEntry, DeviceRegistry, ServiceActor
 from models.grounding import Ambiguous as GAmbiguous
 from models.grounding import Grounded as GGrounded
 from models.grounding import GroundResult, Perception, PerceptionSettings
+from models.providers import ProviderError
 from protocol.messages import (
     Ambiguous,
     Box,
@@ -49,14 +54,33 @@ from protocol.operations import (
 )
 from runtime import topics
 from runtime.actor import Publisher
+from runtime.config import ConfigError
 
 log = structlog.get_logger(__name__)
 
 GroundAnswer = Grounded | Ambiguous | NotFound
+T = TypeVar("T")
 
 
 def _box(b: tuple[float, float, float, float]) -> Box:
     return Box(max(0, int(b[0])), max(0, int(b[1])), max(0, int(b[2])), max(0, int(b[3])))
+
+
+class PerceptionMeter:
+    """What perception cost: CPU seconds per device (running totals: a reader takes
+    differences) and the latency of recent grounding requests."""
+
+    def __init__(self, keep: int = 4096) -> None:
+        self.cpu_s: dict[str, float] = {}
+        self.ground_s: deque[float] = deque(maxlen=keep)
+        self._lock = threading.Lock()  # added to from worker threads
+
+    def add_cpu(self, device: str, seconds: float) -> None:
+        with self._lock:
+            self.cpu_s[device] = self.cpu_s.get(device, 0.0) + seconds
+
+    def add_ground(self, seconds: float) -> None:
+        self.ground_s.append(seconds)
 
 
 class PerceptionActor:
@@ -68,19 +92,37 @@ class PerceptionActor:
         self, perception: Perception | None = None, *,
         settings: PerceptionSettings | None = None, workers: int = 1,
     ) -> None:
-        self.perception = perception or Perception(settings)
+        try:
+            self.perception = perception or Perception(settings)
+        except ProviderError as exc:  # perception.providers names a missing accelerator
+            raise ConfigError(str(exc)) from exc
         self.timeout_s = self.perception.settings.timeout_s
         self._slots = anyio.Semaphore(max(1, workers))
         self.speculated = 0
+        self.meter = PerceptionMeter()
+
+    async def _off_loop(self, device: str, fn: Callable[[], T]) -> T:
+        """``fn`` in a worker thread under ``timeout_s`` (on timeout the thread is abandoned,
+        not killed), its CPU time added to ``device``'s meter. With ``perception.ocr.threads
+        = 1`` that is all of it; with more, onnxruntime's pool threads work uncounted."""
+
+        def measured() -> T:
+            t = time.thread_time()
+            try:
+                return fn()
+            finally:
+                self.meter.add_cpu(device, time.thread_time() - t)
+
+        with anyio.fail_after(self.timeout_s):
+            return await anyio.to_thread.run_sync(measured, abandon_on_cancel=True)
 
     async def read_lines(self, captured: Captured, device: str = "") -> list[TextLine]:
         """The OCR lines of the frame with their boxes, under the worker limit (cached per
         frame, so a frame speculated on is read once)."""
+        p, sha = self.perception, captured.frame.sha256
         async with self._slots:
-            res = await self.perception.aread_text(
-                captured.rgb, frame_id=captured.frame.sha256, device=device or None,
-                timeout_s=self.timeout_s,
-            )
+            res = await self._off_loop(device, lambda: p.read_text(
+                captured.rgb, frame_id=sha, device=device or None))
         return [TextLine(ln.text, _box(ln.box)) for ln in res.lines]
 
     async def speculate(self, captured: Captured, device: str = "") -> None:
@@ -97,7 +139,9 @@ class PerceptionActor:
         t0 = time.perf_counter()
         async with self._slots:
             result = await self._ground(op, captured, req.device, req.snap_radius_px)
-        log.debug("grounded", op=type(op).__name__, s=round(time.perf_counter() - t0, 3))
+        took = time.perf_counter() - t0
+        self.meter.add_ground(took)
+        log.debug("grounded", op=type(op).__name__, s=round(took, 3))
         fid = captured.frame_id
         answer = self._answer(result, fid)
         return msgspec.structs.replace(answer, device=req.device, episode_id=req.episode_id,
@@ -120,16 +164,19 @@ class PerceptionActor:
     async def _ground(self, op: Operation, captured: Captured, device: str,
                       radius: float = 24) -> GroundResult:
         p = self.perception
-        sha = captured.frame.sha256
+        sha, rgb, dev = captured.frame.sha256, captured.rgb, device or None
         if isinstance(op, ClickText | LongPress):
-            return await p.aground_text(captured.rgb, op.text, frame_id=sha,
-                                        device=device or None, timeout_s=self.timeout_s)
+            text = op.text
+            return await self._off_loop(device, lambda: p.ground_text(
+                rgb, text, frame_id=sha, device=dev))
         if isinstance(op, ClickIcon):
-            return await p.aground_icon(captured.rgb, op.description, position=op.position,
-                                        frame_id=sha, timeout_s=self.timeout_s)
+            desc, pos = op.description, op.position
+            return await self._off_loop(device, lambda: p.ground_icon(
+                rgb, desc, position=pos, frame_id=sha))
         if isinstance(op, TapPoint | LongPressPoint):
-            return await p.aground_point(captured.rgb, (op.x, op.y), radius=radius, frame_id=sha,
-                                         device=device or None, timeout_s=self.timeout_s)
+            pt = (op.x, op.y)
+            return await self._off_loop(device, lambda: p.ground_point(
+                rgb, pt, radius=radius, frame_id=sha, device=dev))
         raise ValueError(f"{type(op).__name__} has no target to ground")
 
 

@@ -1,6 +1,7 @@
 """Fleet throughput: N simulated phones driven through the fleet manager and the bus.
 
     python bench/fleet.py --devices 1,2,4,8,16,32 --llm-delay 3 --out DIR [--steps 8]
+    python bench/fleet.py --workload mobile-eval --devices 1,4,16 --llm-delay 3 --out DIR
 
 For each N: N simulated phones (the realistic latency profile) behind a private adb server,
 a broker (mosquitto when installed, else the embedded one), one ``FleetManager`` with its
@@ -8,11 +9,26 @@ instruction gate, and one instruction per phone of ``--steps`` steps. The loopba
 OpenAI-compatible server answers every call with a scripted planner reply after a fixed
 delay (``--llm-delay``).
 
+``--workload swipes`` (the default) is a scripted back-and-forth of swipes and a Stop, OCR
+off. ``--workload mobile-eval`` runs Mobile-Eval-sim tasks (``--tasks``, ``--episodes`` per
+phone; at N = 1 every task once at least) through the same agent loop with real perception
+(speculative OCR on, ``--perception-workers`` frames at once, ``--ocr-threads`` onnxruntime
+threads each) and the default settle wait; the model is the benchmark's STAND-IN
+(``StandInModel``): the loopback server answers with what ``host/oracle.py`` decides
+(reference operations, its perfect chooser). Its phones run in this process, because the
+oracle and the scoring read their state. Its step rate is each phone's steps over its own
+busy time (episode set-up excluded), summed; the overhead also leaves out a chooser call's
+LLM time and the settle wait. It adds per N: perception CPU seconds per step (p50, mean;
+the CPU time of perception's worker threads, attributed to the phone's next step), OCR
+reads per step (whole frame, changed bands only, unchanged frame, frame already read),
+grounding latency (p50, p95, at the perception service) and SU; and the tasks whose SU
+differs from N = 1.
+
 ``--loop agent`` (the default) runs the agent loop: ``actors.episode.DeviceAgent`` per phone
 under the fleet, its capture, actuator and reflector requests answered by the host's agent
 services on the same bus (``actors.services.AgentServices`` beside the fleet: every request
-and reply crosses the broker), LLMPolicy through ``models.llm``, with a scripted
-back-and-forth of swipes and a Stop, OCR off and no settle sleep. ``--loop own`` is the benchmark's own minimal loop instead: a screenshot
+and reply crosses the broker), LLMPolicy through ``models.llm``, with no settle sleep
+(swipes). ``--loop own`` is the benchmark's own minimal loop instead: a screenshot
 through adbutils, the frame downscaled and JPEG-encoded, one chat-completions call with
 the image, the reply's ``Tap (x, y)`` parsed, a tap, a StepTiming event.
 
@@ -22,7 +38,9 @@ their ratio; the per-step overhead outside the LLM and the device (step wall tim
 the server's fixed delay (agent loop) or the LLM call's wall time (own loop), minus the
 wall time of the step's device calls), p50 and p95, with the LLM and device times
 themselves; CPU use (this process, all threads: the simulated phones run here too); errors
-and fairness (fewest/most steps per phone). Writes DIR/fleet.json and DIR/fleet.png; the last printed line is one JSON object.
+and fairness (fewest/most steps per phone). Writes DIR/fleet.json and DIR/fleet.png; the
+last printed line is one JSON object: per N ``ratio`` and ``overhead_p95_s``, and with
+mobile-eval ``perception_cpu_s_mean``, ``perception_cpu_s_p50``, ``ground_p95_s`` and ``SU``.
 """
 
 from __future__ import annotations
@@ -84,6 +102,14 @@ class RunStats:
     cpu_s: float = 0.0
     sim_cpu_s: float = 0.0
     screenshots: int = 0  # the phones' CPU per screenshot is sim_cpu_s / screenshots
+    # --workload mobile-eval
+    perception_cpu_s: list[float] = field(default_factory=list)  # per step
+    ocr_runs: dict[str, int] = field(default_factory=dict)  # full | band | unchanged | cached
+    ground_s: list[float] = field(default_factory=list)
+    episodes: list[dict[str, Any]] = field(default_factory=list)  # task, SU, status, steps
+    busy_s: dict[str, float] = field(default_factory=dict)  # per phone: wall minus task set-up
+    speculated: int = 0
+    speculation_skipped: int = 0
 
 
 class TimedDevice:
@@ -115,11 +141,15 @@ class TimedDevice:
 class TimingBus:
     """The agent's publisher: on each StepTiming, the step's overhead outside LLM and device."""
 
-    def __init__(self, bus: Any, acc: dict[str, float], stats: RunStats, llm_delay: float) -> None:
+    def __init__(self, bus: Any, acc: dict[str, float], stats: RunStats, llm_delay: float,
+                 meter: Any = None, settle_s: float = 0.0) -> None:
         self._bus = bus
         self._acc = acc
         self._stats = stats
         self._delay = llm_delay
+        self._meter = meter  # actors.perception.PerceptionMeter: CPU per step (mobile-eval)
+        self._settle = settle_s
+        self._cpu_seen: dict[str, float] = {}
 
     async def publish(self, topic: str, msg: Any, *, qos: int = 1, retain: bool = False) -> None:
         from protocol.messages import EpisodeStarted, StepTiming
@@ -132,18 +162,28 @@ class TimingBus:
             s = self._stats
             s.steps += 1
             s.per_phone[msg.device] = s.per_phone.get(msg.device, 0) + 1
+            if self._meter is not None:
+                now = self._meter.cpu_s.get(msg.device, 0.0)
+                s.perception_cpu_s.append(now - self._cpu_seen.get(msg.device, 0.0))
+                self._cpu_seen[msg.device] = now
             if msg.step > 1:  # step 1's first frame is taken before its timer starts
                 s.step_s.append(msg.total_s)
                 s.device_s.append(device_s)
-                s.llm_s.append(msg.phases.get("llm", 0.0))
-                s.overhead_s.append(max(0.0, msg.total_s - self._delay - device_s))
+                llm = msg.phases.get("llm", 0.0)
+                s.llm_s.append(llm)
+                if self._meter is None:  # swipes: one LLM call of the server's fixed delay
+                    s.overhead_s.append(max(0.0, msg.total_s - self._delay - device_s))
+                else:  # a chooser call adds a second one; a performed action, the settle
+                    settle = self._settle if "act" in msg.phases else 0.0
+                    s.overhead_s.append(max(0.0, msg.total_s - llm - device_s - settle))
                 for k, v in msg.phases.items():
                     s.phase_sums[k] = s.phase_sums.get(k, 0.0) + v
         await self._bus.publish(topic, msg, qos=qos, retain=retain)
 
 
 def agent_worker(llm: Any, services: Any, stats: RunStats, llm_delay: float, steps: int,
-                 capture: Literal["png", "raw"] = "png") -> Any:
+                 capture: Literal["png", "raw"] = "png", *, settings: Any = None,
+                 policy_for: Any = None, meter: Any = None) -> Any:
     """``run_episode`` running the agent's DeviceAgent (actors/) on one phone, its step
     requests served by the host's ``services`` on the bus."""
     from actors.config import AgentSettings
@@ -153,23 +193,84 @@ def agent_worker(llm: Any, services: Any, stats: RunStats, llm_delay: float, ste
     from host.fleet import DeviceHandle
     from host.fleet_worker import agent_worker as fleet_worker
 
-    # No OCR (the scripted actions need no grounding; OCR would measure rapidocr, not the
-    # fleet), no completion check, no settle sleep, and guards that a scripted back-and-forth
-    # does not trip.
-    settings = AgentSettings(settle_s=0.0, speculative_ocr=False, ocr_hints=False,
-                             completion_check=False, max_steps=steps + 5, loop_guard=1000,
-                             revisit_guard=1000)
+    # swipes: no OCR (the scripted actions need no grounding; OCR would measure rapidocr,
+    # not the fleet), no completion check, no settle sleep, and guards that a scripted
+    # back-and-forth does not trip.
+    settings = settings or AgentSettings(
+        settle_s=0.0, speculative_ocr=False, ocr_hints=False, completion_check=False,
+        max_steps=steps + 5, loop_guard=1000, revisit_guard=1000)
     acc: dict[str, float] = {}
 
     def make_agent(handle: DeviceHandle) -> DeviceAgent:
         return DeviceAgent(
-            TimingBus(handle.bus, acc, stats, llm_delay),
+            TimingBus(handle.bus, acc, stats, llm_delay, meter, settings.settle_s),
             TimedDevice(AdbDevice(handle.serial, client=handle.adb, capture=capture,
                                   timeout_s=30.0), acc, stats),
             settings=settings, perception=services.perception_engine,
-            policy_for=lambda _i: LLMPolicy(llm), host=handle.host, services=services)
+            policy_for=policy_for or (lambda _i: LLMPolicy(llm)), host=handle.host,
+            services=services)
 
     return fleet_worker(make_agent)
+
+
+# ---- --workload mobile-eval: the stand-in model -----------------------------------------
+
+JOB_RE = re.compile(r"\(job (bench-[\w-]+)\)")
+
+
+class StandInModel:
+    """THE BENCHMARK'S STAND-IN FOR THE LLM (mobile-eval workload): the loopback server
+    answers each call after ``--llm-delay`` with what ``host/oracle.py``'s OraclePolicy
+    decided for that episode (the task's reference operations; among ambiguous grounding
+    candidates its perfect chooser, which reads the simulator's ground truth). The agent's
+    own LLMPolicy still builds the prompt, sends the frame over HTTP and parses the reply.
+    Calls are matched to episodes by the ``(job ...)`` tag in the instruction."""
+
+    def __init__(self, delay_s: float) -> None:
+        self.delay_s = delay_s
+        self.pending: dict[str, str] = {}  # job -> the reply its next call gets
+        self.unmatched = 0
+
+    def answer(self, req: Any) -> Any:
+        from tests.fixtures.openai_server import Behaviour
+
+        m = JOB_RE.search("\n".join(req.texts()))
+        reply = self.pending.pop(m.group(1), None) if m else None
+        if reply is None:
+            self.unmatched += 1
+            return Behaviour.error(500, "bench stand-in: no answer pending for this call")
+        return Behaviour.reply(reply, delay_s=self.delay_s)
+
+
+class StandInPolicy:
+    """LLMPolicy on the stand-in model, told each step what the oracle would do."""
+
+    name = "stand-in (oracle via the loopback LLM)"
+
+    def __init__(self, oracle: Any, llm_policy: Any, model: StandInModel, job: str,
+                 errors: list[str]) -> None:
+        self.oracle, self.llm, self.model, self.job = oracle, llm_policy, model, job
+        self.errors = errors
+
+    async def decide(self, ctx: Any) -> Any:
+        from tests.fixtures.openai_server import planner_reply
+
+        want = await self.oracle.decide(ctx)
+        self.model.pending[self.job] = planner_reply(want.action, thought=want.thought)
+        got = await self.llm.decide(ctx)
+        if got.operation != want.operation:
+            self.errors.append(f"{self.job}: parsed {got.action!r}, oracle said {want.action!r}")
+        return got
+
+    async def choose(self, ctx: Any, target: str, image: bytes, labels: Any, texts: Any,
+                     points: Any = (), reason: str = "", crops: Any = ()) -> Any:
+        want = await self.oracle.choose(ctx, target, image, labels, texts, points, reason, crops)
+        self.model.pending[self.job] = f"Box: {'none' if want.index is None else want.index}"
+        return await self.llm.choose(ctx, target, image, labels, texts, points, reason=reason,
+                                     crops=crops)
+
+    async def check_completion(self, ctx: Any) -> Any:
+        return await self.oracle.check_completion(ctx)  # agent.completion_check is off
 
 
 def sim_cpu(procs: list[subprocess.Popen[str]]) -> float:
@@ -409,6 +510,133 @@ async def run_n(n: int, args: argparse.Namespace, adb_port: int, llm_url: str,
     return stats
 
 
+def assignments(tasks: list[Any], serials: list[str], per_phone: int) -> dict[str, list[Any]]:
+    """Phone i's tasks: tasks[(i + j*N) % T] for j < per_phone; with one phone, every task
+    once at least (N = 1 is the SU and step-time baseline)."""
+    n, t = len(serials), len(tasks)
+    k = max(per_phone, t) if n == 1 else per_phone
+    return {serial: [tasks[(i + j * n) % t] for j in range(k)] for i, serial in enumerate(serials)}
+
+
+async def run_n_eval(n: int, args: argparse.Namespace, adb_port: int, llm_url: str,
+                     broker_url: str, model: StandInModel) -> RunStats:
+    """--workload mobile-eval: Mobile-Eval-sim tasks through the real actors with real
+    perception on N in-process simulated phones (the oracle and the scoring read their
+    state), the stand-in model answering."""
+    from actors.config import AgentSettings
+    from actors.perception import PerceptionActor
+    from actors.planner import LLMPolicy
+    from actors.services import AgentServices
+    from host.eval import select_tasks
+    from host.fleet import FleetConfig, FleetManager, run_fleet
+    from host.oracle import OraclePolicy
+    from models.grounding import PerceptionSettings
+    from models.llm import LLMClient, LLMSettings, RoleModels
+    from models.ocr import OcrSettings
+    from protocol.messages import CODEC, EpisodeFinished, Instruction
+    from runtime import topics
+    from runtime.bus import Bus, parse_broker_url
+    from runtime.config import BusConfig
+    from sim.fleet import SimFleet
+
+    stats = RunStats(n)
+    tasks = [cls(args.seed) for cls in select_tasks(args.tasks)]
+    fleet_sim = await anyio.to_thread.run_sync(lambda: SimFleet(
+        n, seed=args.seed, profile="realistic", adb_port=adb_port).start())
+    serials = fleet_sim.serials
+    plan = assignments(tasks, serials, args.episodes)
+    settings = AgentSettings(completion_check=False, ocr_hints=False,
+                             speculative_ocr=not args.no_speculation,
+                             perception_workers=args.perception_workers)
+    perception = PerceptionActor(settings=PerceptionSettings(
+        ocr=OcrSettings(threads=args.ocr_threads)), workers=args.perception_workers)
+    llm_client = LLMClient(LLMSettings(
+        base_url=llm_url, api_key="bench-key",
+        models=RoleModels(planner="bench", chooser="bench", reflector="bench"),
+        timeout_s=args.llm_delay + 30, max_retries=1, max_concurrent=4 * n + 4,
+        requests_per_minute=1_000_000))
+    jobs: dict[str, tuple[Any, Any]] = {}  # instruction id -> (task, phone)
+    finished: dict[str, anyio.Event] = {}
+    done: dict[str, EpisodeFinished] = {}
+
+    def policy_for(instr: Instruction) -> Any:
+        task, phone = jobs[instr.id]
+        return StandInPolicy(OraclePolicy(task, phone), LLMPolicy(llm_client), model, instr.id,
+                             stats.errors)
+
+    cfg = BusConfig(connect_timeout_s=10, publish_timeout_s=30)
+    address = parse_broker_url(broker_url)
+    await llm_client.__aenter__()
+    try:
+        async with Bus(cfg, address, client_id=f"bench-host-{n}", persistent=False,
+                       codec=CODEC) as hbus, \
+                Bus(cfg, address, client_id=f"bench-client-{n}", persistent=False,
+                    codec=CODEC) as cbus, \
+                anyio.create_task_group() as tg:
+            services = AgentServices(hbus, perception)
+            worker = agent_worker(llm_client, services, stats, args.llm_delay, 0, args.capture,
+                                  settings=settings, policy_for=policy_for,
+                                  meter=perception.meter)
+            fm = FleetManager(hbus, run_episode=worker, host="bench",
+                              config=FleetConfig(serials=serials, adb_port=adb_port),
+                              max_instruction_chars=2000)
+            tg.start_soon(lambda: run_fleet(hbus, fm, extra_actors=services.actors()))
+            await cbus.subscribe(topics.device_events_filter(None, "episode_finished"))
+            with anyio.fail_after(60):
+                while sum(1 for st in fm.devices().values() if st == "idle") < n:  # noqa: ASYNC110 (polling)
+                    await anyio.sleep(0.05)
+
+            async def collect() -> None:
+                async for _, msg in cbus.messages():
+                    if isinstance(msg, EpisodeFinished) and msg.instruction_id in finished:
+                        done[msg.instruction_id] = msg
+                        finished[msg.instruction_id].set()
+
+            async def drive(i: int, serial: str) -> None:
+                phone = fleet_sim.phone(serial)
+                t_start, setup_s = time.perf_counter(), 0.0
+                for j, task in enumerate(plan[serial]):
+                    t = time.perf_counter()
+                    await anyio.to_thread.run_sync(task.setup, phone)
+                    setup_s += time.perf_counter() - t
+                    iid = f"bench-{n}-{i}-{j}"
+                    jobs[iid] = (task, phone)
+                    finished[iid] = anyio.Event()
+                    await cbus.publish(topics.device_instructions(serial), Instruction(
+                        id=iid, text=f"{task.instruction} (job {iid})", task=task.task_id(),
+                        max_steps=task.step_budget))
+                    with anyio.fail_after(task.step_budget * (2 * args.llm_delay + 20) + 60):
+                        await finished[iid].wait()
+                    su = await anyio.to_thread.run_sync(task.is_successful, phone)
+                    fin = done[iid]
+                    stats.episodes.append({"task": task.task_id(), "seed": task.seed,
+                                           "device": serial, "SU": 1.0 if su else 0.0,
+                                           "status": fin.status, "steps": fin.steps,
+                                           "reason": fin.reason[:200]})
+                stats.busy_s[serial] = time.perf_counter() - t_start - setup_s
+
+            tg.start_soon(collect)
+            runs0 = dict(perception.perception.ocr_runs)
+            cpu0, t0 = time.process_time(), time.perf_counter()
+            async with anyio.create_task_group() as phones:
+                for i, serial in enumerate(serials):
+                    phones.start_soon(drive, i, serial)
+            stats.wall_s = time.perf_counter() - t0
+            stats.cpu_s = time.process_time() - cpu0
+            # a copy first: a speculative read may still be counting in a worker thread
+            for (dev, kind), count in dict(perception.perception.ocr_runs).items():
+                stats.ocr_runs[kind] = stats.ocr_runs.get(kind, 0) + count - runs0.get(
+                    (dev, kind), 0)
+            stats.ground_s = list(perception.meter.ground_s)
+            stats.speculated = services.perception.speculated
+            stats.speculation_skipped = services.perception.skipped
+            tg.cancel_scope.cancel()
+    finally:
+        await anyio.to_thread.run_sync(fleet_sim.stop)
+        await llm_client.__aexit__(None, None, None)
+    return stats
+
+
 def plot(results: list[dict[str, Any]], path: Path) -> bool:
     try:
         import matplotlib
@@ -453,8 +681,29 @@ def main(argv: list[str] | None = None) -> int:
                    help="the screenshot path the agent loop takes (see devices/adb.py)")
     p.add_argument("--sim-procs", type=int, default=2,
                    help="run the phones in this many separate processes (0: in this process)")
+    p.add_argument("--workload", choices=("swipes", "mobile-eval"), default="swipes",
+                   help="swipes: the scripted back-and-forth, OCR off (default); mobile-eval: "
+                        "Mobile-Eval-sim tasks with real perception and the stand-in model")
+    p.add_argument("--tasks", default="demo",
+                   help="mobile-eval: task ids, comma-separated, 'demo' (the demo's six, which "
+                        "the oracle solves; the default) or 'all'")
+    p.add_argument("--episodes", type=int, default=2,
+                   help="mobile-eval: episodes per phone (N = 1 runs every task once at least)")
+    p.add_argument("--seed", type=int, default=0, help="mobile-eval: the phones' and tasks' seed")
+    p.add_argument("--perception-workers", type=int, default=2,
+                   help="mobile-eval: frames perceived at once (agent.perception_workers)")
+    p.add_argument("--ocr-threads", type=int, default=1,
+                   help="mobile-eval: onnxruntime threads per OCR run (perception.ocr.threads; "
+                        "1 lets the bench count all of perception's CPU)")
+    p.add_argument("--no-speculation", action="store_true",
+                   help="mobile-eval: agent.speculative_ocr off")
     p.add_argument("--out", type=Path, default=Path("bench-out/fleet"))
     args = p.parse_args(argv)
+    eval_load = args.workload == "mobile-eval"
+    if eval_load and (args.loop != "agent" or args.phone != "sim"):
+        p.error("--workload mobile-eval runs the agent loop on rendered simulated phones")
+    if args.episodes < 1 or args.perception_workers < 1 or args.ocr_threads < 0:
+        p.error("--episodes and --perception-workers must be >= 1, --ocr-threads >= 0")
     try:
         ns = sorted({int(x) for x in args.devices.split(",") if x.strip()})
     except ValueError:
@@ -487,12 +736,15 @@ def main(argv: list[str] | None = None) -> int:
 
     ensure_adb_server(adb_port)
     counter = {"i": 0}
+    model = StandInModel(args.llm_delay)
 
     per_job: dict[str, int] = {}
     job_re = re.compile(r"job (bench-\d+-\d+)")
 
     def policy(req: RecordedRequest) -> Behaviour:
         counter["i"] += 1
+        if eval_load:
+            return model.answer(req)
         if args.loop == "own":
             x, y = 100 + counter["i"] % 800, 300 + counter["i"] % 1500
             return Behaviour.reply(planner_reply(f"Tap ({x}, {y})"), delay_s=args.llm_delay)
@@ -502,7 +754,13 @@ def main(argv: list[str] | None = None) -> int:
         action = "Stop" if k > args.steps else ("Swipe (left)" if k % 2 else "Swipe (right)")
         return Behaviour.reply(planner_reply(action), delay_s=args.llm_delay)
 
-    if args.loop == "own":
+    if eval_load:
+        print("the phones run Mobile-Eval-sim tasks through the agent loop with real "
+              "perception; NOTE: the model is the benchmark's STAND-IN, the loopback server "
+              "answering with host/oracle.py's operations (its perfect chooser reads the "
+              f"simulator) after {args.llm_delay:g} s; completion check off; the phones run "
+              "in this process (the oracle and the scoring read their state)", flush=True)
+    elif args.loop == "own":
         print("NOTE: --loop own: the phones are driven by this benchmark's own minimal step "
               "loop (capture -> LLM -> tap), not the agent's actors.", flush=True)
     else:
@@ -528,12 +786,15 @@ def main(argv: list[str] | None = None) -> int:
 
                     async with embedded_broker(BrokerConfig(port=0)) as addr:
                         for n in ns:
-                            results.append(summarise(await run_n(n, args, adb_port,
-                                                                 srv.base_url, addr.url), results))
+                            results.append(summarise(await one(n, addr.url), results))
                     return
                 for n in ns:
-                    results.append(summarise(await run_n(n, args, adb_port, srv.base_url, url),
-                                             results))
+                    results.append(summarise(await one(n, url), results))
+
+            async def one(n: int, url: str) -> RunStats:
+                if eval_load:
+                    return await run_n_eval(n, args, adb_port, srv.base_url, url, model)
+                return await run_n(n, args, adb_port, srv.base_url, url)
 
             anyio.run(all_runs)
     finally:
@@ -551,24 +812,64 @@ def main(argv: list[str] | None = None) -> int:
               f"{r['cpu_percent']:>6.0f} {r['sim_cpu_percent']:>6.0f} "
               f"{r['phone_cpu_ms_per_shot'] or float('nan'):>7.1f} {r['errors']:>6} "
               f"{r['fairness']:>13}")
-    meta = {"llm_delay_s": args.llm_delay, "steps_per_phone": args.steps, "phone": args.phone,
+    if eval_load:
+        print(f"\n{'N':>3} {'perc cpu p50':>12} {'mean':>6} {'OCR/step: full':>14} {'band':>5} "
+              f"{'unch':>5} {'cached':>6} {'ground p95':>10} {'SU':>5} {'episodes':>8}")
+        for r in results:
+            o = r["ocr_runs_per_step"]
+            print(f"{r['n']:>3} {r['perception_cpu_s_p50']:>12.3f} "
+                  f"{r['perception_cpu_s_mean']:>6.3f} {o['full']:>14.2f} {o['band']:>5.2f} "
+                  f"{o['unchanged']:>5.2f} {o['cached']:>6.2f} {r['ground_p95_s']:>10.3f} "
+                  f"{r['SU']:>5.2f} {r['episodes']:>8}")
+        base = next((r for r in results if r["n"] == 1), None)
+        for r in results:
+            if base is not None and r is not base:
+                diff = su_differences(base, r)
+                if diff:
+                    print(f"SU differs at N={r['n']} from N=1: {'; '.join(diff)}")
+    meta = {"workload": args.workload, "llm_delay_s": args.llm_delay,
+            "steps_per_phone": None if eval_load else args.steps, "phone": args.phone,
             "broker": "mosquitto" if broker_url else "embedded amqtt",
             "step_loop": ("bench's own minimal loop (capture -> LLM -> tap), not the agent actors"
                           if args.loop == "own" else "the agent loop (actors.episode.DeviceAgent)"),
             "cores": os.cpu_count(), "sim_procs": args.sim_procs,
             "load_average_at_end": os.getloadavg()}
+    if eval_load:
+        meta.update({"model": "STAND-IN: the loopback server answers with host/oracle.py's "
+                              "operations and perfect chooser", "tasks": args.tasks,
+                     "episodes_per_phone": args.episodes, "seed": args.seed,
+                     "perception_workers": args.perception_workers,
+                     "ocr_threads": args.ocr_threads, "speculative_ocr": not args.no_speculation,
+                     "sim_procs": 0, "stand_in_unmatched_calls": model.unmatched})
     (args.out / "fleet.json").write_text(json.dumps({"meta": meta, "results": results}, indent=2))
     plotted = plot(results, args.out / "fleet.png")
     print(f"wrote {args.out / 'fleet.json'}" + (f" and {args.out / 'fleet.png'}" if plotted
                                                  else " (no plot: matplotlib not installed)"))
-    print(json.dumps({str(r["n"]): {"ratio": r["ratio"], "overhead_p95_s": r["overhead_p95_s"]}
-                      for r in results}))
+    keys = ("ratio", "overhead_p95_s") + (
+        ("perception_cpu_s_mean", "perception_cpu_s_p50", "ground_p95_s", "SU") if eval_load
+        else ())
+    print(json.dumps({str(r["n"]): {k: r[k] for k in keys} for r in results}))
     return 0
+
+
+def su_differences(base: dict[str, Any], other: dict[str, Any]) -> list[str]:
+    """Tasks whose mean SU differs between two runs (over the tasks both ran)."""
+    def by_task(r: dict[str, Any]) -> dict[str, float]:
+        out: dict[str, list[float]] = {}
+        for e in r["episode_results"]:
+            out.setdefault(e["task"], []).append(e["SU"])
+        return {k: statistics.mean(v) for k, v in out.items()}
+
+    a, b = by_task(base), by_task(other)
+    return [f"{t} {a[t]:.2f} -> {b[t]:.2f}" for t in sorted(a.keys() & b.keys()) if a[t] != b[t]]
 
 
 def summarise(s: RunStats, previous: list[dict[str, Any]]) -> dict[str, Any]:
     base = next((r for r in previous if r["n"] == 1), None)
     rate = s.steps / s.wall_s if s.wall_s else 0.0
+    if s.busy_s:  # mobile-eval: each phone's steps over its own busy time (no idle tail,
+        # no task set-up): episodes differ in length, so phones finish at different times
+        rate = sum(s.per_phone.get(d, 0) / b for d, b in s.busy_s.items() if b > 0)
     # One phone's step time, as the N = 1 run saw it (wall time per step, start to finish).
     one_rate = rate if s.n == 1 else (base["steps_per_s"] if base else float("nan"))
     ideal = s.n * one_rate
@@ -594,6 +895,23 @@ def summarise(s: RunStats, previous: list[dict[str, Any]]) -> dict[str, Any]:
         "errors": len(s.errors), "error_samples": s.errors[:5],
         "fairness": f"{counts[0]}/{counts[-1]}",
     }
+    if s.busy_s:
+        n_steps = max(1, len(s.perception_cpu_s))
+        r.update({
+            "perception_cpu_s_p50": round(pct(s.perception_cpu_s, 50), 4),
+            "perception_cpu_s_mean": round(statistics.mean(s.perception_cpu_s), 4)
+            if s.perception_cpu_s else None,
+            "ocr_runs_per_step": {k: round(s.ocr_runs.get(k, 0) / n_steps, 3)
+                                  for k in ("full", "band", "unchanged", "cached")},
+            "ground_p50_s": round(pct(s.ground_s, 50), 4),
+            "ground_p95_s": round(pct(s.ground_s, 95), 4), "groundings": len(s.ground_s),
+            "SU": round(statistics.mean(e["SU"] for e in s.episodes), 4) if s.episodes else None,
+            "episodes": len(s.episodes),
+            "episode_outcomes": {st: sum(1 for e in s.episodes if e["status"] == st)
+                                 for st in sorted({e["status"] for e in s.episodes})},
+            "speculated": s.speculated, "speculation_skipped": s.speculation_skipped,
+            "episode_results": s.episodes,
+        })
     print(f"N={s.n}: {r['steps_per_s']} steps/s, ratio {r['ratio']}, overhead p95 "
           f"{r['overhead_p95_s']} s, errors {r['errors']}", flush=True)
     return r

@@ -2,6 +2,7 @@
 
     python bench/ocr_speed.py --data ../shared/data/rico-dev [--rounds 3] [--size 1080x1920]
                               [--no-default] [--json OUT]
+    python bench/ocr_speed.py --images DIR --setups providers   # CUDA against CPU
 
 `bench/grounding.py` interleaves every set-up in one process, where one set-up's onnxruntime
 pool threads, still spinning after its run, slow the next one's. Here each set-up runs alone
@@ -10,7 +11,10 @@ the rounds alternate the set-ups so that they share the machine's drift. Reporte
 the median over rounds of its per-frame p50, and its p50 ratio against our defaults in the
 same round (median over rounds). The set-ups: our defaults, the previous defaults (det side
 736, detector threads spinning, every line read at 48 px, low-density screens not scaled up)
-and rapidocr's own defaults. The last line printed is one JSON object.
+and rapidocr's own defaults. ``--setups providers`` compares our defaults on the CPU
+against the same on CUDA instead (``scripts/gpu-check`` runs it). ``--images DIR`` reads
+every PNG/JPEG in a folder instead of a rico-dev folder. The last line printed is one JSON
+object.
 """
 
 from __future__ import annotations
@@ -39,13 +43,30 @@ SETUPS: dict[str, dict[str, Any] | None] = {  # None: rapidocr's own pipeline
                           "det_small_short": 0},
     "rapidocr defaults": None,
 }
+PROVIDER_SETUPS: dict[str, dict[str, Any] | None] = {
+    "CPU": {"providers": ["CPUExecutionProvider"]},
+    "CUDA": {"providers": ["CUDAExecutionProvider"]},
+}
 
 
-def worker(data: Path, size: tuple[int, int], setup: str) -> dict[str, float]:
+def frames(data: Path | None, images: Path | None, size: tuple[int, int]) -> list[Any]:
+    """The BGR frames of that size: rico-dev's screens, or every image in a folder."""
+    if images is not None:
+        import cv2
+
+        out = [cv2.imread(str(f)) for f in sorted(images.iterdir())
+               if f.suffix.lower() in (".png", ".jpg", ".jpeg")]
+        return [b for b in out if b is not None and (b.shape[1], b.shape[0]) == size]
+    assert data is not None
+    return [s.bgr for s in load(data, None) if (s.bgr.shape[1], s.bgr.shape[0]) == size]
+
+
+def worker(data: Path | None, images: Path | None, size: tuple[int, int],
+           setup: str) -> dict[str, float]:
     """One set-up in this process: the p50 seconds per frame."""
-    imgs = [s.bgr for s in load(data, None) if (s.bgr.shape[1], s.bgr.shape[0]) == size]
+    imgs = frames(data, images, size)
     if not imgs:
-        raise SystemExit(f"no {size[0]}x{size[1]} frames in {data}/screens")
+        raise SystemExit(f"no {size[0]}x{size[1]} frames in {images or data}")
     overrides = json.loads(setup)
     if overrides is None:
         run = rapidocr_default()
@@ -63,7 +84,11 @@ def worker(data: Path, size: tuple[int, int], setup: str) -> dict[str, float]:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("--data", type=Path, required=True, help="a folder in rico-dev's format")
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--data", type=Path, help="a folder in rico-dev's format")
+    src.add_argument("--images", type=Path, help="a folder of PNG/JPEG screenshots")
+    p.add_argument("--setups", choices=("defaults", "providers"), default="defaults",
+                   help="ours against earlier/rapidocr defaults, or ours on CPU against CUDA")
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--size", default="1080x1920", help="only frames of this WxH")
     p.add_argument("--no-default", action="store_true", help="skip rapidocr's own pipeline")
@@ -75,20 +100,25 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError:
         p.error(f"--size takes WxH, got {args.size!r}")
     if args.worker is not None:
-        print(json.dumps(worker(args.data, (w, h), args.worker)))
+        print(json.dumps(worker(args.data, args.images, (w, h), args.worker)))
         return 0
-    if not (args.data / "screens").is_dir():
+    if args.images is not None and not args.images.is_dir():
+        print(f"error: {args.images} is not a folder", file=sys.stderr)
+        return 2
+    if args.data is not None and not (args.data / "screens").is_dir():
         print(f"error: {args.data} has no screens/ folder (expected rico-dev's format)",
               file=sys.stderr)
         return 2
-    setups = {k: v for k, v in SETUPS.items() if not (args.no_default and v is None)}
+    table = PROVIDER_SETUPS if args.setups == "providers" else SETUPS
+    setups = {k: v for k, v in table.items() if not (args.no_default and v is None)}
     names = list(setups)
     p50s: dict[str, list[float]] = {n: [] for n in names}
     n_frames = 0
     for r in range(max(1, args.rounds)):
         shift = r % len(names)
         for name in names[shift:] + names[:shift]:
-            cmd = [sys.executable, str(Path(__file__).resolve()), "--data", str(args.data),
+            source = ["--images", str(args.images)] if args.images else ["--data", str(args.data)]
+            cmd = [sys.executable, str(Path(__file__).resolve()), *source,
                    "--size", args.size, "--worker", json.dumps(setups[name])]
             done = subprocess.run(cmd, capture_output=True, text=True, timeout=1800, check=False)
             if done.returncode != 0:
@@ -99,14 +129,16 @@ def main(argv: list[str] | None = None) -> int:
             n_frames = res["frames"]
             print(f"round {r + 1}/{args.rounds}  {name:<22} p50 {res['p50_s']:.3f}s", flush=True)
     ours = names[0]
-    summary: dict[str, Any] = {"size": args.size, "frames": n_frames, "rounds": args.rounds}
+    summary: dict[str, Any] = {"size": args.size, "frames": n_frames, "rounds": args.rounds,
+                               "setups": args.setups}
     for name in names:
         ratios = [a / b for a, b in zip(p50s[name], p50s[ours], strict=True)]
         summary[name] = {"p50_s": statistics.median(p50s[name]), "p50_s_rounds": p50s[name],
-                         "ratio_vs_ours": statistics.median(ratios)}
+                         f"ratio_vs_{'ours' if args.setups == 'defaults' else ours}":
+                         statistics.median(ratios)}
         print(f"{name:<22} p50 {statistics.median(p50s[name]):.3f}s (rounds "
               f"{', '.join(f'{v:.3f}' for v in p50s[name])}); x{statistics.median(ratios):.2f} "
-              "of ours", flush=True)
+              f"of {ours}", flush=True)
     if args.json:
         args.json.write_text(json.dumps(summary, indent=1))
     print(json.dumps(summary))

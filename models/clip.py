@@ -25,6 +25,9 @@ import msgspec
 import numpy as np
 import onnxruntime as ort
 
+from models.providers import check_session
+from models.providers import resolve as resolve_providers
+
 Box = tuple[float, float, float, float]
 
 OPENAI_MEAN = (0.48145466, 0.4578275, 0.40821073)
@@ -137,17 +140,18 @@ class ClipTokenizer:
 # -- the towers ------------------------------------------------------------------------------
 
 
-def _session(path: Path, providers: Sequence[str]) -> ort.InferenceSession:
+def _session(path: Path, providers: Sequence[str], *,
+             allow_cpu_fallback: bool = False) -> ort.InferenceSession:
+    """A tower's session on ``providers`` (resolved ones; empty: CUDA when present, else CPU)."""
     if not path.is_file():
         raise ClipError(f"CLIP tower not found: {path}")
-    available = ort.get_available_providers()
-    chosen = [p for p in providers if p in available] or (
-        ["CUDAExecutionProvider", "CPUExecutionProvider"]
-        if "CUDAExecutionProvider" in available else ["CPUExecutionProvider"])
+    chosen = list(providers) or resolve_providers()
     try:
-        return ort.InferenceSession(str(path), providers=chosen)
+        session = ort.InferenceSession(str(path), providers=chosen)
     except Exception as exc:  # onnxruntime raises its own exception types
         raise ClipError(f"cannot load {path}: {exc}") from exc
+    check_session(session, chosen, f"CLIP tower {path.name}", allow_cpu_fallback=allow_cpu_fallback)
+    return session
 
 
 def _l2(x: np.ndarray) -> np.ndarray:
@@ -156,16 +160,18 @@ def _l2(x: np.ndarray) -> np.ndarray:
 
 class ClipModel:
     def __init__(self, image_onnx: str | Path, text_onnx: str | Path, tokenizer: ClipTokenizer,
-                 config: ClipConfig | None = None, providers: Sequence[str] = ()) -> None:
+                 config: ClipConfig | None = None, providers: Sequence[str] = (),
+                 allow_cpu_fallback: bool = False) -> None:
         self.config = config or ClipConfig()
-        self.image = _session(Path(image_onnx), providers)
-        self.text = _session(Path(text_onnx), providers)
+        self.image = _session(Path(image_onnx), providers, allow_cpu_fallback=allow_cpu_fallback)
+        self.text = _session(Path(text_onnx), providers, allow_cpu_fallback=allow_cpu_fallback)
         self.tokenizer = tokenizer
         shape = self.image.get_inputs()[0].shape
         self.image_size = int(shape[2]) if isinstance(shape[2], int) else self.config.image_size
 
     @classmethod
-    def from_dir(cls, folder: str | Path, providers: Sequence[str] = ()) -> ClipModel:
+    def from_dir(cls, folder: str | Path, providers: Sequence[str] = (),
+                 allow_cpu_fallback: bool = False) -> ClipModel:
         folder = Path(folder)
         if not folder.is_dir():
             raise ClipError(f"CLIP model folder not found: {folder}")
@@ -179,7 +185,8 @@ class ClipModel:
         if vocab is None:
             raise ClipError(f"no BPE vocabulary ({', '.join(VOCAB_NAMES)}) in {folder}")
         tok = ClipTokenizer(vocab, config.context_length)
-        return cls(folder / "image.onnx", folder / "text.onnx", tok, config, providers)
+        return cls(folder / "image.onnx", folder / "text.onnx", tok, config, providers,
+                   allow_cpu_fallback)
 
     def preprocess(self, rgb_crops: Sequence[np.ndarray]) -> np.ndarray:
         """Resize (shorter side) + centre-crop + normalise, as CLIP's transform does."""
@@ -234,8 +241,9 @@ class ClipMatcher:
         self.model = model
 
     @classmethod
-    def from_dir(cls, folder: str | Path) -> ClipMatcher:
-        return cls(ClipModel.from_dir(folder))
+    def from_dir(cls, folder: str | Path, providers: Sequence[str] = (),
+                 allow_cpu_fallback: bool = False) -> ClipMatcher:
+        return cls(ClipModel.from_dir(folder, providers, allow_cpu_fallback))
 
     def score(self, bgr: np.ndarray, boxes: Sequence[Box], description: str) -> list[float] | None:
         h, w = bgr.shape[:2]

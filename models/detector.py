@@ -20,6 +20,9 @@ import msgspec
 import numpy as np
 import onnxruntime as ort
 
+from models.providers import check_session
+from models.providers import resolve as resolve_providers
+
 Box = tuple[float, float, float, float]
 
 
@@ -45,7 +48,7 @@ class DetectorSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown
     score_thresh: float = 0.05
     nms_iou: float = 0.5
     max_detections: int = 300
-    providers: tuple[str, ...] = ()
+    providers: tuple[str, ...] = ()  # for the ONNX detector alone; empty: perception.providers
     # classical proposer; sizes are in pixels at 1080 px screen width and scale with the frame
     canny_low: int = 20
     canny_high: int = 60
@@ -270,19 +273,20 @@ def decode_yolo(output: np.ndarray, scale: float, pad: tuple[float, float], widt
 
 
 class OnnxYoloDetector:
-    def __init__(self, settings: DetectorSettings) -> None:
+    def __init__(self, settings: DetectorSettings, *, providers: Sequence[str] = (),
+                 allow_cpu_fallback: bool = False) -> None:
         self.settings = settings
         path = Path(settings.onnx_path)
         if not path.is_file():
             raise DetectorError(f"detector model not found: {path}")
-        available = ort.get_available_providers()
-        providers = [p for p in settings.providers if p in available] or (
-            ["CUDAExecutionProvider", "CPUExecutionProvider"]
-            if "CUDAExecutionProvider" in available else ["CPUExecutionProvider"])
+        providers = list(providers) or resolve_providers(
+            settings.providers, allow_cpu_fallback=allow_cpu_fallback)
         try:
             self.session = ort.InferenceSession(str(path), providers=providers)
         except Exception as exc:  # onnxruntime raises its own exception types
             raise DetectorError(f"cannot load detector {path}: {exc}") from exc
+        check_session(self.session, providers, f"detector {path.name}",
+                      allow_cpu_fallback=allow_cpu_fallback)
         inp = self.session.get_inputs()[0]
         self.input_name = inp.name
         shape = inp.shape
@@ -299,8 +303,11 @@ class OnnxYoloDetector:
         return decode_yolo(out, scale, pad, w, h, s.score_thresh, s.nms_iou, s.max_detections)
 
 
-def make_detector(settings: DetectorSettings | None = None) -> Detector:
+def make_detector(settings: DetectorSettings | None = None, *, providers: Sequence[str] = (),
+                  allow_cpu_fallback: bool = False) -> Detector:
+    """``providers``: resolved ones for an ONNX detector; empty: its settings' own."""
     settings = settings or DetectorSettings()
     if settings.kind == "onnx":
-        return OnnxYoloDetector(settings)
+        return OnnxYoloDetector(settings, providers=providers,
+                                allow_cpu_fallback=allow_cpu_fallback)
     return OpenCvProposer(settings)

@@ -18,6 +18,7 @@ import hashlib
 import io
 import threading
 import unicodedata
+from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Literal, Protocol, TypeVar
 
@@ -39,6 +40,7 @@ from models.detector import (
     position_region,
 )
 from models.ocr import ImageInput, Ocr, OcrCache, OcrLine, OcrResult, OcrSettings, to_bgr
+from models.providers import resolve as resolve_providers
 
 Box = tuple[float, float, float, float]
 Point = tuple[int, int]
@@ -115,6 +117,11 @@ class PerceptionSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unkno
     icons: IconSettings = msgspec.field(default_factory=IconSettings)
     detector: DetectorSettings = msgspec.field(default_factory=DetectorSettings)
     clip_dir: str = ""  # a folder with image.onnx, text.onnx and the BPE vocab; empty: no CLIP
+    # onnxruntime execution providers for OCR, the ONNX detector and CLIP, in order; empty:
+    # CUDA when present, else CPU. One asked for but missing fails at start
+    # (models/providers.py), unless allow_cpu_fallback.
+    providers: tuple[str, ...] = ()
+    allow_cpu_fallback: bool = False
     cache_frames: int = 32
     timeout_s: float = 30.0
 
@@ -598,6 +605,9 @@ class Perception:
     def __init__(self, settings: PerceptionSettings | None = None, *, ocr: Ocr | None = None,
                  detector: Detector | None = None, matcher: IconMatcher | None = None) -> None:
         self.settings = settings or PerceptionSettings()
+        # Resolved now, not when a model first loads: a missing accelerator fails at start.
+        self.providers = resolve_providers(self.settings.providers,
+                                           allow_cpu_fallback=self.settings.allow_cpu_fallback)
         self._ocr = ocr
         self._ocr_cache: OcrCache | None = None
         self._detector = detector
@@ -607,29 +617,43 @@ class Perception:
         # By frame hash: the work needs the pixels, so the cache is a map, not lru_cache.
         self._ocr_results: LRUCache[str, OcrResult] = LRUCache(max(1, self.settings.cache_frames))
         self._proposals: LRUCache[str, list[Proposal]] = LRUCache(max(1, self.settings.cache_frames))
+        # OCR reads by (device, kind): full | band | unchanged (models.ocr.OcrCache) or
+        # cached (this frame was read before, e.g. speculatively); for meters and benches.
+        self.ocr_runs: Counter[tuple[str, str]] = Counter()
 
     # lazily built parts: constructing the OCR sessions costs about a second
     @property
     def ocr_engine(self) -> Ocr:
         with self._lock:
             if self._ocr is None:
-                self._ocr = Ocr(self.settings.ocr)
+                self._ocr = Ocr(self.settings.ocr, providers=self._providers_for(
+                    self.settings.ocr.providers), allow_cpu_fallback=self.settings.allow_cpu_fallback)
             return self._ocr
 
     @property
     def detector(self) -> Detector:
         with self._lock:
             if self._detector is None:
-                self._detector = make_detector(self.settings.detector)
+                self._detector = make_detector(
+                    self.settings.detector,
+                    providers=self._providers_for(self.settings.detector.providers),
+                    allow_cpu_fallback=self.settings.allow_cpu_fallback)
             return self._detector
 
     @property
     def matcher(self) -> IconMatcher | None:
         with self._lock:
             if not self._matcher_ready:
-                self._matcher = _make_matcher(self.settings)
+                self._matcher = _make_matcher(self.settings, self.providers)
                 self._matcher_ready = True
             return self._matcher
+
+    def _providers_for(self, own: Sequence[str]) -> list[str]:
+        """A model's own providers (``perception.ocr.providers``, ...) when it has them,
+        else perception's."""
+        if not own:
+            return self.providers
+        return resolve_providers(own, allow_cpu_fallback=self.settings.allow_cpu_fallback)
 
     def _remember(self, cache: LRUCache[str, T], key: str, value: T) -> None:
         with self._lock:  # cachetools' caches are not thread-safe
@@ -645,17 +669,24 @@ class Perception:
         with self._lock:
             hit = self._ocr_results.get(key)
         if hit is not None:
+            self._count(device, "cached")
             return hit
+        kind: str = "full"
         if device is not None:
             with self._lock:
                 if self._ocr_cache is None:
                     self._ocr_cache = OcrCache(self.ocr_engine)
                 cache = self._ocr_cache
-            result = cache.run(bgr, device)
+            result, kind = cache.read(bgr, device)
         else:
             result = self.ocr_engine.run_bgr(bgr)
         self._remember(self._ocr_results, key, result)
+        self._count(device, kind)
         return result
+
+    def _count(self, device: str | None, kind: str) -> None:
+        with self._lock:
+            self.ocr_runs[(device or "", kind)] += 1
 
     def proposals(self, image: ImageInput, *, frame_id: str | None = None) -> list[Proposal]:
         bgr = to_bgr(image)
@@ -733,7 +764,8 @@ class Perception:
             image, description, position=position, frame_id=frame_id), timeout_s, limiter)
 
 
-def _make_matcher(settings: PerceptionSettings) -> IconMatcher | None:
+def _make_matcher(settings: PerceptionSettings,
+                  providers: Sequence[str] = ()) -> IconMatcher | None:
     kind = settings.icons.matcher
     if kind == "none":
         return None
@@ -743,7 +775,7 @@ def _make_matcher(settings: PerceptionSettings) -> IconMatcher | None:
         if not settings.clip_dir:
             raise ClipError('icons.matcher = "clip" needs perception.clip_dir: a folder written '
                             "by `python -m models.export.clip`")
-        return ClipMatcher.from_dir(settings.clip_dir)
+        return ClipMatcher.from_dir(settings.clip_dir, providers, settings.allow_cpu_fallback)
     from models.icons import MaterialIconMatcher
 
     return MaterialIconMatcher()

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import anyio
 import cv2
@@ -23,6 +24,9 @@ import numpy as np
 import onnxruntime as ort
 from cachetools import LRUCache
 from PIL import Image
+
+from models.providers import check_session
+from models.providers import resolve as resolve_providers
 
 Box = tuple[float, float, float, float]  # x1, y1, x2, y2 in frame pixels
 
@@ -111,7 +115,8 @@ class OcrSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
     skip_top_frac: float = 0.0375
     skip_bottom_frac: float = 0.0  # share skipped at the bottom (a 48 dp nav bar: ~0.065)
     char_boxes: bool = True
-    providers: tuple[str, ...] = ()  # empty: CUDA when available, else CPU
+    # onnxruntime providers for OCR alone; empty: perception.providers (models/providers.py)
+    providers: tuple[str, ...] = ()
     threads: int = 0  # intra-op threads; 0 = onnxruntime's default
 
 
@@ -151,19 +156,6 @@ class OcrError(RuntimeError):
     """The OCR engine could not run (missing models, bad image)."""
 
 
-def pick_providers(wanted: tuple[str, ...] = ()) -> list[str]:
-    """The onnxruntime providers to use: the configured ones that exist, else CUDA when present."""
-    available = ort.get_available_providers()
-    if wanted:
-        chosen = [p for p in wanted if p in available]
-        if not chosen:
-            raise OcrError(f"none of the providers {list(wanted)} exist here; have {available}")
-        return chosen
-    if "CUDAExecutionProvider" in available:
-        return ["CUDAExecutionProvider", "CPUExecutionProvider"]
-    return ["CPUExecutionProvider"]
-
-
 def _session_options(threads: int, *, spin: bool = True) -> ort.SessionOptions:
     opts = ort.SessionOptions()
     opts.log_severity_level = 3
@@ -178,7 +170,10 @@ def _session_options(threads: int, *, spin: bool = True) -> ort.SessionOptions:
 class Ocr:
     """One OCR engine; thread-safe (onnxruntime sessions may be run from several threads)."""
 
-    def __init__(self, settings: OcrSettings | None = None) -> None:
+    def __init__(self, settings: OcrSettings | None = None, *,
+                 providers: Sequence[str] = (), allow_cpu_fallback: bool = False) -> None:
+        """``providers``: already resolved ones (``models.providers.resolve``); empty: the
+        settings' own, resolved here."""
         self.settings = settings or OcrSettings()
         if self.settings.det_side < 64:
             raise ValueError(f"det_side must be >= 64, got {self.settings.det_side}")
@@ -195,7 +190,8 @@ class Ocr:
             det_unclip_ratio=s.det_unclip_ratio,
             text_score=s.text_score,
         )
-        self.providers = pick_providers(s.providers)
+        self.providers = list(providers) or resolve_providers(
+            s.providers, allow_cpu_fallback=allow_cpu_fallback)
         # rapidocr builds its sessions with the memory arena off, which costs an allocation
         # per run at every new input shape (about 3 % of a frame); rebuild them with ours.
         for part, spin in ((engine.text_det.infer, s.det_spin), (engine.text_cls.infer, False),
@@ -205,6 +201,8 @@ class Ocr:
                 part.session = ort.InferenceSession(
                     path, sess_options=_session_options(s.threads, spin=spin),
                     providers=self.providers)
+                check_session(part.session, self.providers, f"OCR model {Path(path).name}",
+                              allow_cpu_fallback=allow_cpu_fallback)
         self._det = engine.text_det
         self._cls = engine.text_cls
         self._rec = engine.text_rec
@@ -402,6 +400,8 @@ def _shift_line(line: OcrLine, dy: float) -> OcrLine:
 
 # -- per-device incremental OCR ------------------------------------------------------------
 
+OcrRun = Literal["full", "band", "unchanged"]
+
 
 class OcrCache:
     """Re-runs OCR only on the horizontal bands that changed since the device's previous frame.
@@ -423,7 +423,13 @@ class OcrCache:
         self.last_changed_frac = 1.0
 
     def run(self, image: ImageInput, device: str) -> OcrResult:
+        return self.read(image, device)[0]
+
+    def read(self, image: ImageInput, device: str) -> tuple[OcrResult, OcrRun]:
+        """The frame's OCR and what it took: ``full`` (the whole frame read), ``band``
+        (only the changed bands) or ``unchanged`` (nothing read: the previous result)."""
         bgr = to_bgr(image)
+        kind: OcrRun = "full"
         with self._lock:
             prev = self._prev.get(device)
         small = cv2.cvtColor(cv2.resize(bgr, (bgr.shape[1] // 4 or 1, bgr.shape[0] // 4 or 1),
@@ -438,14 +444,14 @@ class OcrCache:
             changed = sum(b - a for a, b in bands) / bgr.shape[0]
             self.last_changed_frac = changed
             if not bands:
-                result = prev[1]
+                result, kind = prev[1], "unchanged"
             elif changed > self.full_frac:
                 result = self.ocr.run_bgr(bgr)
             else:
-                result = self._update(bgr, prev[1], bands)
+                result, kind = self._update(bgr, prev[1], bands), "band"
         with self._lock:
             self._prev[device] = (small, result)
-        return result
+        return result, kind
 
     def forget(self, device: str) -> None:
         with self._lock:

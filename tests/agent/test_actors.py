@@ -30,6 +30,7 @@ from protocol.messages import (
     Cancel,
     Frame,
     Grounded,
+    GroundRequest,
     Reflection,
     Steer,
 )
@@ -134,6 +135,23 @@ async def test_open_app_by_launcher_ocr(
                             read_screen=read_screen)
     assert "launcher icon" in res.detail
     assert phone.foreground() == "com.zhiliaoapp.musically"
+
+
+async def test_perception_meters_its_cpu_per_device_and_grounding_latency(
+    sim_device: SimDevice,
+) -> None:
+    sim_device.phone.key(3)
+    cap = CaptureActor(AdbDevice(sim_device.serial))
+    c = await cap.capture()
+    actor = PerceptionActor()
+    assert await actor.read_lines(c, "phone-1")
+    spent = actor.meter.cpu_s["phone-1"]
+    assert spent > 0 and not actor.meter.ground_s
+    req = GroundRequest(frame_id=c.frame_id, operation=ClickText("Settings"), device="phone-1")
+    assert isinstance(await actor.ground(req, c), Grounded)
+    # the frame's OCR is cached: grounding adds little CPU, and one latency
+    assert actor.meter.cpu_s["phone-1"] >= spent and len(actor.meter.ground_s) == 1
+    assert set(actor.meter.cpu_s) == {"phone-1"}
 
 
 def test_sensitive_patterns() -> None:

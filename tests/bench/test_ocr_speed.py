@@ -40,3 +40,19 @@ def test_bad_data_is_a_clear_error(tmp_path: Path, capsys: pytest.CaptureFixture
     (tmp_path / "screens").mkdir()
     assert ocr_speed.main(["--data", str(tmp_path), "--rounds", "1", "--no-default"]) == 1
     assert "no 1080x1920 frames" in capsys.readouterr().err
+
+
+def test_images_folder_and_cuda_asked_for_on_a_cpu_machine(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import onnxruntime as ort
+
+    frame = np.full((1920, 1080, 3), 250, dtype=np.uint8)
+    cv2.putText(frame, "Settings", (60, 400), cv2.FONT_HERSHEY_SIMPLEX, 2.0, (30, 30, 30), 4)
+    cv2.imwrite(str(tmp_path / "a.png"), frame)
+    if "CUDAExecutionProvider" in ort.get_available_providers():
+        pytest.skip("this onnxruntime has CUDA")
+    # CPU runs, CUDA fails with the provider error, not a silent CPU run
+    assert ocr_speed.main(["--images", str(tmp_path), "--setups", "providers",
+                           "--rounds", "1"]) == 1
+    err = capsys.readouterr().err
+    assert "CUDA failed" in err and "CUDAExecutionProvider" in err and "does not have" in err

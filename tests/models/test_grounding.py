@@ -287,6 +287,17 @@ def test_perception_caches_per_frame_and_accepts_numpy(settings_screen: Screen,
     assert perception.read_text(settings_screen.image, frame_id="frame-1") is c
 
 
+def test_perception_counts_its_ocr_reads_by_device_and_kind(settings_screen: Screen,
+                                                            ocr_engine: Ocr) -> None:
+    fresh = Perception(ocr=ocr_engine)
+    fresh.read_text(settings_screen.image, frame_id="f1", device="phone-1")
+    fresh.read_text(settings_screen.image, frame_id="f1", device="phone-1")  # read before
+    fresh.read_text(settings_screen.image, frame_id="f2", device="phone-1")  # same pixels
+    fresh.read_text(settings_screen.image, frame_id="f3")  # no device: a whole-frame read
+    assert fresh.ocr_runs == {("phone-1", "full"): 1, ("phone-1", "cached"): 1,
+                              ("phone-1", "unchanged"): 1, ("", "full"): 1}
+
+
 @pytest.mark.anyio
 async def test_async_grounding_runs_off_the_loop(settings_screen: Screen,
                                                  perception: Perception) -> None:

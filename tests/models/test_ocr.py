@@ -16,10 +16,8 @@ from models.ocr import (
     ImageError,
     Ocr,
     OcrCache,
-    OcrError,
     OcrResult,
     OcrSettings,
-    pick_providers,
     plan_batches,
     to_bgr,
 )
@@ -101,11 +99,12 @@ def test_incremental_ocr_rereads_only_the_changed_band(ocr_engine: Ocr) -> None:
         return s.array()
 
     cache = OcrCache(ocr_engine)
-    first = cache.run(frame("Camera"), device="phone-1")
-    assert cache.last_changed_frac == 1.0
-    assert cache.run(frame("Camera"), device="phone-1") is first  # unchanged: no OCR at all
-    second = cache.run(frame("Gallery"), device="phone-1")
-    assert 0 < cache.last_changed_frac < 0.2
+    first, kind = cache.read(frame("Camera"), device="phone-1")
+    assert cache.last_changed_frac == 1.0 and kind == "full"
+    # unchanged: no OCR at all
+    assert cache.read(frame("Camera"), device="phone-1") == (first, "unchanged")
+    second, kind = cache.read(frame("Gallery"), device="phone-1")
+    assert 0 < cache.last_changed_frac < 0.2 and kind == "band"
     assert sorted(second.texts) == sorted(ocr_engine.run(frame("Gallery")).texts)
     assert "Gallery" in second.texts and "Camera" not in second.texts
     # a scrolled screen: every text row moved; the bands re-read still give the full result
@@ -114,8 +113,9 @@ def test_incremental_ocr_rereads_only_the_changed_band(ocr_engine: Ocr) -> None:
     assert cache.last_changed_frac > 0.2
     assert sorted(scrolled.texts) == sorted(ocr_engine.run(shifted).texts)
     # devices do not share history
-    other = cache.run(frame("Gallery"), device="phone-2")
-    assert cache.last_changed_frac == 1.0 and sorted(other.texts) == sorted(second.texts)
+    other, kind = cache.read(frame("Gallery"), device="phone-2")
+    assert cache.last_changed_frac == 1.0 and kind == "full"
+    assert sorted(other.texts) == sorted(second.texts)
 
 
 @pytest.mark.anyio
@@ -176,13 +176,6 @@ def test_a_band_is_detected_at_its_frame_scale(ocr_engine: Ocr) -> None:
     for a, b in zip(sorted(quads, key=lambda q: q[0, 1]), sorted(full, key=lambda q: q[0, 1]),
                     strict=True):
         assert np.abs(a + [0, 250] - b).max() <= 4  # the same boxes, in band coordinates
-
-
-def test_providers() -> None:
-    assert pick_providers()[-1] == "CPUExecutionProvider"
-    assert pick_providers(("CPUExecutionProvider",)) == ["CPUExecutionProvider"]
-    with pytest.raises(OcrError):
-        pick_providers(("NoSuchExecutionProvider",))
 
 
 def _cost(groups: list[range], widths: list[int]) -> int:

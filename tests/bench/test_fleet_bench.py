@@ -1,0 +1,81 @@
+"""bench/fleet.py: --workload mobile-eval (the stand-in model, one small real run) and the
+swipes workload's output kept."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bench.fleet import JOB_RE, StandInModel, assignments, su_differences
+from tests.fixtures.openai_server import RecordedRequest
+
+
+def test_one_phone_runs_every_task_and_more_phones_share_them() -> None:
+    tasks = ["a", "b", "c"]
+    assert assignments(tasks, ["p"], 2) == {"p": ["a", "b", "c"]}
+    plan = assignments(tasks, ["p", "q"], 2)
+    assert plan == {"p": ["a", "c"], "q": ["b", "a"]}
+
+
+def _req(text: str) -> RecordedRequest:
+    return RecordedRequest(path="/v1/chat/completions", headers={},
+                           body={"model": "bench", "messages": [{"role": "user",
+                                                                 "content": text}]},
+                           received_at=0.0)
+
+
+def test_the_stand_in_answers_only_the_episode_it_was_told_about() -> None:
+    model = StandInModel(0.5)
+    model.pending["bench-1-0-0"] = "Action: Back"
+    other = model.answer(_req("Open Settings (job bench-1-0-1)"))
+    assert other.status == 500 and model.unmatched == 1
+    got = model.answer(_req("Open Settings (job bench-1-0-0)"))
+    assert got.text == "Action: Back" and got.delay_s == 0.5
+    assert model.answer(_req("Open Settings (job bench-1-0-0)")).status == 500  # used once
+    assert JOB_RE.search("x (job bench-16-3-1) y").group(1) == "bench-16-3-1"  # type: ignore[union-attr]
+
+
+def test_su_differences_names_the_tasks() -> None:
+    one = {"episode_results": [{"task": "a", "SU": 1.0}, {"task": "b", "SU": 1.0}]}
+    many = {"episode_results": [{"task": "a", "SU": 1.0}, {"task": "a", "SU": 0.0},
+                                {"task": "c", "SU": 0.0}]}
+    assert su_differences(one, many) == ["a 1.00 -> 0.50"]
+
+
+@pytest.mark.slow
+@pytest.mark.needs_adb
+def test_a_mobile_eval_run_on_one_phone(tmp_path: Path) -> None:
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run(
+        [sys.executable, str(root / "bench" / "fleet.py"), "--workload", "mobile-eval",
+         "--devices", "1", "--tasks", "settings-1", "--episodes", "1", "--llm-delay", "0",
+         "--out", str(tmp_path)],
+        capture_output=True, text=True, timeout=280, check=False, cwd=root)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "STAND-IN" in done.stdout
+    last = json.loads(done.stdout.strip().splitlines()[-1])["1"]
+    assert last["SU"] == 1.0 and last["ratio"] == 1.0
+    assert last["perception_cpu_s_mean"] > 0  # settings-1 clicks text: OCR ran
+    res = json.loads((tmp_path / "fleet.json").read_text())["results"][0]
+    assert res["errors"] == 0 and res["episodes"] == 1 and res["groundings"] >= 1
+    runs = res["ocr_runs_per_step"]
+    assert runs["full"] > 0 and set(runs) == {"full", "band", "unchanged", "cached"}
+
+
+@pytest.mark.slow
+@pytest.mark.needs_adb
+def test_the_swipes_workload_keeps_its_output(tmp_path: Path) -> None:
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run(
+        [sys.executable, str(root / "bench" / "fleet.py"), "--devices", "1", "--steps", "2",
+         "--llm-delay", "0", "--sim-procs", "1", "--out", str(tmp_path)],
+        capture_output=True, text=True, timeout=200, check=False, cwd=root)
+    assert done.returncode == 0, done.stderr[-2000:]
+    last = json.loads(done.stdout.strip().splitlines()[-1])
+    assert set(last["1"]) == {"ratio", "overhead_p95_s"} and last["1"]["ratio"] == 1.0
+    meta = json.loads((tmp_path / "fleet.json").read_text())["meta"]
+    assert meta["workload"] == "swipes" and "perception_workers" not in meta
