@@ -96,6 +96,12 @@
   function drawTile(d) {
     const t = tileFor(d.serial);
     t.data = d;
+    if (t.el.dataset.status !== d.status) {
+      // the statuses this tile went through, in order (kept short)
+      const seen = (t.el.dataset.seen || "").split(" ").filter(Boolean);
+      seen.push(d.status);
+      t.el.dataset.seen = seen.slice(-20).join(" ");
+    }
     t.el.dataset.status = d.status;
     t.status.textContent = d.status + (d.waiting_for ? ` (${d.waiting_for})` : "");
     t.status.className = `status ${d.status}`;
