@@ -31,6 +31,7 @@ from actors.episode import DeviceAgent, EpisodeOutcome
 from actors.perception import PerceptionActor
 from actors.planner import Policy
 from actors.services import AgentServices
+from actors.telemetry import Tracing, traces_flushed
 from devices.adb import Device
 from host.host_runtime import HostRuntime
 from protocol.messages import (
@@ -91,6 +92,7 @@ class AgentHost:
         self.services: AgentServices | None = None
         self.recorder: Recorder | None = None
         self.runtime = HostRuntime(cfg, on_instruction=self.dispatch, actors=self._actors)
+        self.tracing = Tracing(cfg.telemetry)
 
     def _actors(self, bus: Bus) -> list[Actor]:
         services = self.services = AgentServices(bus, self.perception)
@@ -100,7 +102,7 @@ class AgentHost:
             agent = DeviceAgent(
                 bus, dev, settings=self.cfg.agent, perception=self.perception,
                 policy_for=self._policy_factory(dev.serial), host=self.runtime.host,
-                services=services,
+                services=services, tracing=self.tracing,
             )
             self.agents[dev.serial] = agent
             actors.append(agent)
@@ -130,7 +132,8 @@ class AgentHost:
         await agent.submit(msgspec.structs.replace(instr, device=agent.serial))
 
     async def run(self, *, task_status: TaskStatus[str] = anyio.TASK_STATUS_IGNORED) -> None:
-        await self.runtime.run(task_status=task_status)
+        async with traces_flushed(self.tracing):
+            await self.runtime.run(task_status=task_status)
 
     async def run_on(self, serial: str, instr: Instruction) -> EpisodeOutcome:
         """Run one instruction on ``serial`` now (in-process) and return its outcome."""

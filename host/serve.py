@@ -36,6 +36,7 @@ from actors.episode import DeviceAgent
 from actors.perception import PerceptionActor
 from actors.planner import LLMPolicy, Policy
 from actors.services import AgentServices
+from actors.telemetry import Tracing, traces_flushed
 from devices.adb import AdbDevice
 from host.fleet import DeviceHandle, serve_fleet
 from host.fleet_worker import agent_worker
@@ -63,6 +64,7 @@ NO_KEY_HELP = (
 def agent_factory(
     cfg: AgentConfig, llm: ChatModel, perception: PerceptionActor,
     services: Callable[[], AgentServices | None] = lambda: None,
+    tracing: Tracing | None = None,
 ) -> Callable[[DeviceHandle], DeviceAgent]:
     """One ``DeviceAgent`` per phone generation, its adb calls scoped to the phone's serial.
 
@@ -78,7 +80,8 @@ def agent_factory(
         device = AdbDevice(handle.serial, client=handle.adb, capture=cfg.device.capture,
                            timeout_s=cfg.device.timeout_s)
         return DeviceAgent(handle.bus, device, settings=cfg.agent, perception=perception,
-                           policy_for=policy_for, host=handle.host, services=services())
+                           policy_for=policy_for, host=handle.host, services=services(),
+                           tracing=tracing)
 
     return make
 
@@ -104,12 +107,14 @@ async def serve_agents(
         recorder = [Recorder(bus, record_dir)] if record_dir is not None else []
         return [*services.actors(), *recorder]
 
-    async with llm:
+    tracing = Tracing(cfg.telemetry)
+    async with llm, traces_flushed(tracing):
         log.info("agent_serve_starting", planner=cfg.llm.model_for("planner"),
                  llm=cfg.llm.base_url, serials=list(fleet_cfg.serials) or "all",
                  record_dir=str(record_dir) if record_dir else None)
         await serve_fleet(cfg, agent_worker(agent_factory(cfg, llm, perception,
-                                                                lambda: holder[0] if holder else None)),
+                                                                lambda: holder[0] if holder else None,
+                                                                tracing)),
                           fleet_config=fleet_cfg, extra_actors=extra_actors,
                           task_status=task_status)
     return EXIT_OK
