@@ -101,15 +101,20 @@ def build_app(hub: Hub, publish: Publish, access: Access, *, max_chars: int = 20
         try:
             async with anyio.create_task_group() as tg:
                 async def send() -> None:
-                    while True:
-                        for msg in await feed.next_batch(hub.state):
-                            await ws.send_text(json.dumps(msg))
+                    try:
+                        while True:
+                            for msg in await feed.next_batch(hub.state):
+                                await ws.send_text(json.dumps(msg))
+                    except (WebSocketDisconnect, RuntimeError, OSError):
+                        pass  # the browser went away mid-send: the receiver sees it too
+                    tg.cancel_scope.cancel()
 
                 tg.start_soon(send)
-                await receive(ws, feed)
+                try:
+                    await receive(ws, feed)
+                except WebSocketDisconnect:
+                    pass  # the browser closed the page
                 tg.cancel_scope.cancel()
-        except WebSocketDisconnect:
-            pass
         finally:
             hub.disconnect(feed)
 
