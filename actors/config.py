@@ -1,5 +1,5 @@
 """The agent's root config: the runtime's sections plus ``[llm]``, ``[perception]``,
-``[agent]`` and ``[device]``.
+``[agent]``, ``[device]`` and ``[telemetry]``.
 
 ``load_agent_config`` reads it the way every command does (defaults < TOML < env <
 ``--set``); a wrong key or type is a ``ConfigError`` naming it.
@@ -13,6 +13,7 @@ from typing import Annotated, Any, Literal
 import msgspec
 from msgspec import Meta
 
+from actors.telemetry import TelemetrySettings
 from models.grounding import PerceptionSettings
 from models.llm import LLMSettings
 from runtime.config import RuntimeConfig, Section, load_config
@@ -91,6 +92,7 @@ class AgentConfig(RuntimeConfig):
     perception: PerceptionSettings = msgspec.field(default_factory=PerceptionSettings)
     agent: AgentSettings = msgspec.field(default_factory=AgentSettings)
     device: DeviceSettings = msgspec.field(default_factory=DeviceSettings)
+    telemetry: TelemetrySettings = msgspec.field(default_factory=TelemetrySettings)
 
 
 def episode_settings(s: AgentSettings, max_prompt_tokens: int = 0) -> dict[str, str]:

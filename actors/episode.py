@@ -64,6 +64,7 @@ from actors.perception import PerceptionActor, candidate_point
 from actors.planner import ActionJudge, Decision, Policy, ProgressPlanner, StepContext
 from actors.rpc import RequestError, new_request_id
 from actors.services import AgentServices
+from actors.telemetry import Tracing, set_outcome, span_ids
 from devices.adb import Device, DeviceError
 from models.llm import LLMBadResponse, LLMError, LLMReply
 from models.llm.react import (
@@ -103,6 +104,7 @@ from protocol.messages import (
     Steer,
     StepTiming,
     Verdict,
+    kind_of,
 )
 from protocol.operations import (
     GROUNDED_OPS,
@@ -132,7 +134,8 @@ class Ids:
 
     def stamp(self, msg: M, step: int) -> M:
         return msgspec.structs.replace(msg, device=self.device, episode_id=self.episode_id,
-                                       correlation_id=self.correlation_id, step=step)
+                                       correlation_id=self.correlation_id, step=step,
+                                       **span_ids())
 
 
 @dataclass(frozen=True)
@@ -168,8 +171,10 @@ class DeviceAgent(Actor):
         host: str = "",
         publish_timeout_s: float = 15.0,
         services: AgentServices | None = None,
+        tracing: Tracing | None = None,
     ) -> None:
         super().__init__(bus)
+        self.tracing = tracing or Tracing()  # off unless the host configured telemetry
         self.device = device
         self.serial = device.serial
         self.settings = settings
@@ -217,8 +222,11 @@ class DeviceAgent(Actor):
                         error=f"{type(exc).__name__}: {exc}")
 
     async def call(self, req: Msg, expect: tuple[type[Msg], ...], timeout_s: float) -> Msg:
-        """One request to a host service; the reply (observed), or ``RequestError``."""
-        reply = await self.services.requests.call(req, timeout_s=timeout_s, expect=expect)
+        """One request to a host service (a span of its own); the reply (observed), or
+        ``RequestError``."""
+        with self.tracing.request(kind_of(type(req)), {"mobagent.step": req.step}):
+            req = msgspec.structs.replace(req, **span_ids())
+            reply = await self.services.requests.call(req, timeout_s=timeout_s, expect=expect)
         self._observe(reply)
         return reply
 
@@ -282,13 +290,13 @@ class DeviceAgent(Actor):
         structlog.contextvars.bind_contextvars(device=self.serial)
         await self.status("idle")
         async with self._services_running():
-            if self.settings.stream_interval_s > 0:
-                await self._stream()
+            await self.stream_frames()
             await anyio.sleep_forever()  # the control inbox is served by the actor base
 
-    async def _stream(self) -> None:
-        """Frames between episodes at the configured interval (for ``watch``)."""
-        while True:
+    async def stream_frames(self) -> None:
+        """Frames between episodes every ``stream_interval_s`` (for ``watch`` and the
+        dashboard); returns at once when that is 0."""
+        while self.settings.stream_interval_s > 0:
             await anyio.sleep(self.settings.stream_interval_s)
             if self.busy:
                 continue
@@ -318,8 +326,11 @@ class DeviceAgent(Actor):
         async with self._one_at_a_time, self._services_running():
             episode_id = instr.episode_id or f"ep-{new_request_id()[:12]}"
             # Every log line inside the episode names the phone and the episode (bound once).
-            with structlog.contextvars.bound_contextvars(device=self.serial, episode=episode_id):
-                return await self._episode(instr, episode_id, announce)
+            with structlog.contextvars.bound_contextvars(device=self.serial, episode=episode_id), \
+                    self.tracing.episode(self.serial, episode_id, instr.id, instr.task) as span:
+                outcome = await self._episode(instr, episode_id, announce)
+                set_outcome(span, outcome.status, outcome.reason, outcome.steps)
+                return outcome
 
     async def _episode(self, instr: Instruction, episode_id: str,
                        announce: bool) -> EpisodeOutcome:
@@ -382,6 +393,7 @@ class _Episode:
         self.budget = budget
         self.ids = ids
         self.policy: Policy = agent.policy_for(instr)
+        self.family = str(getattr(getattr(self.policy, "family", None), "name", ""))
         # The LLM's image size, when the policy says: capture encodes that view once.
         view = getattr(self.policy, "image_view", None)
         self.view: tuple[int, int] | None = view if isinstance(view, tuple) else None
@@ -421,10 +433,14 @@ class _Episode:
             total += r.latency_s
             cost = r.cost_usd or 0.0
             self.cost_usd += cost
-            await self.send(LlmUsage(model=r.model, prompt_tokens=r.prompt_tokens,
-                                     completion_tokens=r.completion_tokens,
-                                     latency_s=r.latency_s, purpose=purpose,
-                                     cost_usd=cost, cached_tokens=r.cached_tokens))
+            with self.a.tracing.llm_call(
+                    model=r.model, purpose=purpose, family=self.family, cost_usd=cost,
+                    prompt_tokens=r.prompt_tokens, completion_tokens=r.completion_tokens,
+                    cached_tokens=r.cached_tokens, latency_s=r.latency_s, attempts=r.attempts):
+                await self.send(LlmUsage(model=r.model, prompt_tokens=r.prompt_tokens,
+                                         completion_tokens=r.completion_tokens,
+                                         latency_s=r.latency_s, purpose=purpose,
+                                         cost_usd=cost, cached_tokens=r.cached_tokens))
         cap = self.s.max_cost_usd
         if cap > 0 and self.cost_usd >= cap:
             raise _Finish("failed", f"cost cap of ${cap:g} reached: the LLM calls cost "
@@ -507,7 +523,8 @@ class _Episode:
                 self.step = self.budget
                 await self.reflect("incomplete", f"the step budget of {self.budget} is spent")
                 raise _Finish("failed", f"step budget of {self.budget} steps exhausted")
-            with anyio.fail_after(s.step_timeout_s):
+            with anyio.fail_after(s.step_timeout_s), \
+                    self.a.tracing.span("step", {"mobagent.step": self.step}):
                 before, app_before = await self.one_step(before, app_before)
             self.step += 1
 

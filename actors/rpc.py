@@ -200,7 +200,8 @@ def answer(reply: M, req: Msg) -> M:
     """``reply`` carrying the ids of ``req`` (device, episode, step, correlation, request)."""
     return msgspec.structs.replace(
         reply, device=req.device, episode_id=req.episode_id, step=req.step,
-        correlation_id=req.correlation_id, request_id=getattr(req, "request_id", ""))
+        correlation_id=req.correlation_id, request_id=getattr(req, "request_id", ""),
+        trace_id=req.trace_id, span_id=req.span_id)
 
 
 class ServiceActor(Actor):

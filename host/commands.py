@@ -178,9 +178,18 @@ def cmd_demo(args: argparse.Namespace) -> int:
           f"phones, oracle planner, real actors; recording to {out}", flush=True)
 
     async def go() -> int:
-        res = await run_demo(tasks, seeds, phones=args.phones, out_dir=out, cfg=cfg,
-                             progress=not args.quiet)
-        print_results(res)
+        async with AsyncExitStack() as stack:
+            run_cfg = cfg
+            if args.dashboard:  # the live page on the demo's broker; its URL is printed first
+                from host.dashboard.server import demo_dashboard
+
+                run_cfg = await stack.enter_async_context(demo_dashboard(cfg, args))
+            res = await run_demo(tasks, seeds, phones=args.phones, out_dir=out, cfg=run_cfg,
+                                 progress=not args.quiet)
+            print_results(res)
+            if args.dashboard and sys.stdout.isatty():
+                print("dashboard: still serving; Ctrl-C to stop", flush=True)
+                await anyio.sleep_forever()
         return EXIT_OK
 
     return _run_async(go)
@@ -275,6 +284,10 @@ def register_demo(sub: Sub) -> None:
     p.add_argument("--tasks", default="demo", help="'demo', 'all' or comma-separated task ids")
     p.add_argument("--seeds", default="0")
     p.add_argument("--quiet", action="store_true", help="no per-step progress lines")
+    p.add_argument("--dashboard", action="store_true",
+                   help="watch the phones live in a browser (the URL is printed first)")
+    p.add_argument("--dashboard-port", type=whole_number(0, 65535, "port"), default=None,
+                   help="the dashboard's port (default dashboard.port, 8765; 0: any free one)")
     p.set_defaults(func=cmd_demo)
 
 

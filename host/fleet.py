@@ -40,7 +40,7 @@ import uuid
 from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
 
 import anyio
 import msgspec
@@ -48,6 +48,7 @@ import structlog
 from anyio.abc import TaskGroup, TaskStatus
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
+from actors.telemetry import Tracing, traces_flushed
 from devices.adb import AdbDevice, adb_server_port
 from devices.discovery import AdbDevices, DeviceSource, DeviceSourceError
 from host.host_runtime import VERSION, HostRuntime, InstructionGate, instruction_problem
@@ -199,6 +200,14 @@ exception fails the episode with its message (or ``device offline`` when adb los
 The fleet publishes EpisodeStarted / EpisodeFinished and the status; the work publishes its
 step events (``handle.emit``).
 """
+
+
+@runtime_checkable
+class BetweenEpisodes(Protocol):
+    """Work that also has something to do while its phone waits for a job (the agent's
+    frame stream); the fleet runs it in the phone's group, cancelled when the phone goes."""
+
+    async def between_episodes(self, handle: DeviceHandle) -> None: ...
 
 
 @dataclass
@@ -592,6 +601,8 @@ class FleetManager(Actor):
             try:
                 async with anyio.create_task_group() as tg:
                     slot.tg = tg
+                    if isinstance(self.run_episode, BetweenEpisodes):
+                        tg.start_soon(self.run_episode.between_episodes, handle)
                     await self._device_loop(slot, handle)
             finally:
                 slot.tg = None
@@ -809,10 +820,12 @@ class FleetHost:
 
     def __init__(self, cfg: RuntimeConfig, work: Work, *, source: DeviceSource | None = None,
                  fleet_config: FleetConfig | None = None,
-                 episode_settings: dict[str, str] | None = None) -> None:
+                 episode_settings: dict[str, str] | None = None,
+                 tracing: Tracing | None = None) -> None:
         self.cfg = cfg
         self.work = work
         self.episode_settings = episode_settings
+        self.tracing = tracing or Tracing()  # the work's traces, flushed when the host stops
         self.source = source
         self.fleet_config = fleet_config or cfg.fleet
         self.fleet: FleetManager | None = None  # built with the host's bus
@@ -841,6 +854,10 @@ class FleetHost:
 
     async def run(self, *, task_status: TaskStatus[str] = anyio.TASK_STATUS_IGNORED) -> None:
         """Serve until cancelled; ``task_status.started`` gets the broker URL."""
+        async with traces_flushed(self.tracing):
+            await self._run(task_status)
+
+    async def _run(self, task_status: TaskStatus[str]) -> None:
         # Not shielded while starting (a stop then just cancels it); shielded once started,
         # so that our caller's cancellation reaches the fleet first (below).
         host_scope = anyio.CancelScope()

@@ -37,16 +37,32 @@ def serve_phone(agent: DeviceAgent, handle: DeviceHandle) -> None:
     handle.closers.append(lambda: agent.services.unregister(handle.serial, entry))
 
 
-def agent_worker(make_agent: Callable[[DeviceHandle], DeviceAgent]) -> RunEpisode:
-    """A fleet ``run_episode`` that runs each instruction on the phone's ``DeviceAgent``."""
+class AgentWork:
+    """A fleet ``run_episode`` that runs each instruction on the phone's ``DeviceAgent``.
 
-    async def run_episode(handle: DeviceHandle, instr: Instruction,
-                          control: EpisodeControl) -> EpisodeOutcome:
+    Between episodes the phone's agent streams frames (``agent.stream_interval_s``), so a
+    dashboard or ``watch`` shows an idle phone's screen too; the fleet runs that in the
+    phone's group (``between_episodes``), which ends when the phone goes.
+    """
+
+    def __init__(self, make_agent: Callable[[DeviceHandle], DeviceAgent]) -> None:
+        self.make_agent = make_agent
+
+    def agent(self, handle: DeviceHandle) -> DeviceAgent:
+        """The phone generation's agent, made and registered on first use."""
         agent = handle.state.get("agent")
         if not isinstance(agent, DeviceAgent):
-            agent = make_agent(handle)
+            agent = self.make_agent(handle)
             handle.state["agent"] = agent
             serve_phone(agent, handle)
+        return agent
+
+    async def between_episodes(self, handle: DeviceHandle) -> None:
+        await self.agent(handle).stream_frames()
+
+    async def __call__(self, handle: DeviceHandle, instr: Instruction,
+                       control: EpisodeControl) -> EpisodeOutcome:
+        agent = self.agent(handle)
         topic = topics.device_control(handle.serial)
         async with anyio.create_task_group() as tg:
 
@@ -64,4 +80,7 @@ def agent_worker(make_agent: Callable[[DeviceHandle], DeviceAgent]) -> RunEpisod
             tg.cancel_scope.cancel()
         return outcome
 
-    return run_episode
+
+def agent_worker(make_agent: Callable[[DeviceHandle], DeviceAgent]) -> AgentWork:
+    """The fleet's work for the agent: ``make_agent`` builds each phone generation's agent."""
+    return AgentWork(make_agent)

@@ -23,6 +23,7 @@ from actors.episode import DeviceAgent
 from actors.perception import PerceptionActor
 from actors.planner import Policy
 from actors.services import AgentServices
+from actors.telemetry import Tracing
 from devices.adb import AdbDevice
 from devices.discovery import DeviceSource
 from host.fleet import DeviceHandle, FleetHost, RunEpisode
@@ -73,14 +74,17 @@ def agent_host(
     record_dir: str | Path | None = None,
     progress: TextIO | bool = False,
     fleet_config: FleetConfig | None = None,
+    tracing: Tracing | None = None,
 ) -> FleetHost:
     """A host running the agent on every phone of ``source`` (default: the adb server's).
 
     ``perception`` is shared by all phones of the host (one model set, a bounded pool);
-    ``progress`` prints a line per step (True: to stdout).
+    ``progress`` prints a line per step (True: to stdout); ``tracing`` defaults to
+    ``cfg.telemetry``'s (off unless an OTLP endpoint is set), flushed when the host stops.
     """
     engine = perception or PerceptionActor(settings=cfg.perception,
                                            workers=cfg.agent.perception_workers)
+    traces = tracing or Tracing(cfg.telemetry)
 
     def work(bus: Bus) -> tuple[RunEpisode, Sequence[Actor]]:
         services = AgentServices(bus, engine)
@@ -90,7 +94,8 @@ def agent_host(
                                timeout_s=cfg.device.timeout_s)
             return DeviceAgent(handle.bus, device, settings=cfg.agent, perception=engine,
                                policy_for=lambda instr: policy_for(handle.serial, instr),
-                               host=handle.host, services=services)
+                               host=handle.host, services=services,
+                               tracing=traces)
 
         actors: list[Actor] = [*services.actors()]
         if record_dir is not None:
@@ -100,4 +105,5 @@ def agent_host(
         return agent_worker(make_agent), actors
 
     return FleetHost(cfg, work, source=source, fleet_config=fleet_config,
-                     episode_settings=episode_settings(cfg.agent, cfg.llm.max_prompt_tokens))
+                     episode_settings=episode_settings(cfg.agent, cfg.llm.max_prompt_tokens),
+                     tracing=traces)

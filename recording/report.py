@@ -616,3 +616,14 @@ def write_report(run: Run) -> Path:
     tmp.write_text(page, encoding="utf-8")
     tmp.replace(out)
     return out
+
+
+def step_html(events: list[dict[str, Any]], number: int) -> str:
+    """One step of a live episode, drawn with the report's own macros (the dashboard's
+    phone view). ``events`` are the episode's events as ``message_event`` makes them;
+    a frame event's ``_src`` is its image's URL (the dashboard gives a data: URL)."""
+    ep = Episode(dirname="", events=events)
+    ep.frames = {_s(e.get("frame_id")): e for e in events if e.get("event") == "frame"}
+    step = next((s for s in ep.steps if s.number == number), Step(number))
+    module = _env().get_template("step.html.j2").module
+    return str(module.step_section(ep, step, f"step-{number}"))  # type: ignore[attr-defined]

@@ -40,6 +40,9 @@ class Msg(msgspec.Struct, frozen=True, kw_only=True, tag_field="kind"):
     step: Annotated[int, msgspec.Meta(ge=0)] = 0
     correlation_id: str = ""
     ts: float = msgspec.field(default_factory=_now)
+    # The OpenTelemetry trace and span the message belongs to (hex; "" when not traced).
+    trace_id: str = ""
+    span_id: str = ""
 
 
 # ---- inbound: what users and other hosts send to a device --------------------------

@@ -7,6 +7,7 @@ pytest_plugins = [
     "tests.fixtures.adb",
     "tests.fixtures.openai_server",
     "tests.fixtures.data",
+    "tests.fixtures.otlp",
 ]
 
 
