@@ -725,16 +725,31 @@ def tuning(per_set: dict[str, dict[str, TextScore]], tune: str, report: str,
     choice was fitted to."""
     picked = choose(per_set[tune], names)
     rows = {}
-    print(f"[tuning] levers chosen on {tune}, reported on {report} (not tuned on):")
+    print(f"[tuning] levers chosen on {tune}, reported on {report} (not tuned on); 'vs ours': "
+          f"visible targets on {report} grounded by the lever alone / by our defaults alone, "
+          f"two-sided sign test p:")
     for name in names:
         a, b = per_set[tune][name], per_set[report][name]
-        rows[name] = {"tuned_on": _brief(a), "not_tuned_on": _brief(b)}
+        alone, ours_alone, p = paired(b, per_set[report][OURS])
+        rows[name] = {"tuned_on": _brief(a), "not_tuned_on": _brief(b),
+                      "not_tuned_on_vs_ours": {"only_lever": alone, "only_ours": ours_alone,
+                                               "sign_test_p": p}}
         print(f"[tuning] {'*' if name == picked else ' '} {name:<28} {tune}: acc "
               f"{fmt_share(*a.hits())} wrong {a.grounded_wrong} amb {a.ambiguous} | {report}: "
-              f"acc {fmt_share(*b.hits())} wrong {b.grounded_wrong} amb {b.ambiguous}", flush=True)
+              f"acc {fmt_share(*b.hits())} wrong {b.grounded_wrong} amb {b.ambiguous}, vs ours "
+              f"{alone}/{ours_alone} p {p:.2f}", flush=True)
     print(f"[tuning] picked on {tune}: {picked}; on {report} (not tuned on) it grounds "
           f"{fmt_share(*per_set[report][picked].hits())}", flush=True)
     return {"tune_on": tune, "report_on": report, "picked": picked, "levers": rows}
+
+
+def paired(a: TextScore, b: TextScore) -> tuple[int, int, float]:
+    """Visible targets grounded by `a` alone, by `b` alone, and the sign test's p on them
+    (both set-ups on the same screens, so the pairs show what two shares cannot)."""
+    pairs = [(x, y) for x, y, v in zip(a.hit, b.hit, a.visible, strict=True) if v]
+    only_a = sum(x and not y for x, y in pairs)
+    only_b = sum(y and not x for x, y in pairs)
+    return only_a, only_b, sign_test_p(only_a, only_b)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -50,7 +50,7 @@ def test_pooled_counts_the_visible_targets_of_every_set_together() -> None:
 
 
 def test_tuning_picks_on_one_set_and_reports_the_other() -> None:
-    from bench.grounding import choose, tuning
+    from bench.grounding import OURS, choose, tuning
 
     vis = [True] * 4
     tune = {"v4": _score("v4", [True, True, False, False], vis),
@@ -60,7 +60,11 @@ def test_tuning_picks_on_one_set_and_reports_the_other() -> None:
               "v6": _score("v6", [True, False, False, False], vis),
               "v6b": _score("v6b", [True, True, False, False], vis)}
     assert choose(tune, list(tune)) == "v6b"  # as many grounded, fewer wrong taps
-    out = tuning({"A": tune, "B": report}, "A", "B", list(tune))
+    ours = _score("ours (the defaults)", [True, True, True, False], vis)
+    out = tuning({"A": {**tune, OURS: ours}, "B": {**report, OURS: ours}}, "A", "B", list(tune))
+    assert out["levers"]["v4"]["not_tuned_on_vs_ours"] == {"only_lever": 1, "only_ours": 0,
+                                                          "sign_test_p": 1.0}
+    assert out["levers"]["v6"]["not_tuned_on_vs_ours"]["only_ours"] == 2
     assert out["picked"] == "v6b"  # what B says does not change the choice
     assert out["levers"]["v6b"]["not_tuned_on"]["text_accuracy"] == pytest.approx(0.5)
     assert out["levers"]["v6b"]["tuned_on"]["text_accuracy"] == pytest.approx(0.75)
