@@ -234,6 +234,21 @@ def fmt_share(k: int, n: int) -> str:
 
 
 Engine = Callable[[np.ndarray], OcrResult]
+Runner = Callable[[Screen], tuple[OcrResult, float]]  # a frame's OCR and its seconds
+
+
+def timed(engine: Engine) -> Runner:
+    warm = [False]
+
+    def run(screen: Screen) -> tuple[OcrResult, float]:
+        if not warm[0]:  # first-run allocations are not a frame's cost
+            engine(screen.bgr)
+            warm[0] = True
+        t0 = time.perf_counter()
+        res = engine(screen.bgr)
+        return res, time.perf_counter() - t0
+
+    return run
 
 
 class OcrDiskCache:
@@ -246,29 +261,23 @@ class OcrDiskCache:
         self.root = root
         self.hits = 0
 
-    def wrap(self, key: str, dataset: str, engine: Engine) -> Callable[[Screen], tuple[OcrResult, float]]:
+    def wrap(self, key: str, dataset: str, run: Runner) -> Runner:
         folder = self.root / key / dataset
-        warm = [False]
 
-        def run(screen: Screen) -> tuple[OcrResult, float]:
+        def cached(screen: Screen) -> tuple[OcrResult, float]:
             path = folder / f"{screen.sid}.json"
             if path.is_file():
                 self.hits += 1
                 entry = msgspec.json.decode(path.read_bytes(), type=_CacheEntry)
                 return entry.result, entry.seconds
-            if not warm[0]:  # first-run allocations are not a frame's cost
-                engine(screen.bgr)
-                warm[0] = True
-            t0 = time.perf_counter()
-            res = engine(screen.bgr)
-            dt = time.perf_counter() - t0
+            res, dt = run(screen)
             folder.mkdir(parents=True, exist_ok=True)
             tmp = path.with_suffix(".tmp")
             tmp.write_bytes(msgspec.json.encode(_CacheEntry(res, dt)))
             tmp.replace(path)
             return res, dt
 
-        return run
+        return cached
 
 
 class _CacheEntry(msgspec.Struct):
@@ -380,23 +389,6 @@ class TextScore:
 
     def reads(self) -> tuple[int, int]:
         return sum(r for r, v in zip(self.read, self.visible, strict=True) if v), self.n_visible
-
-
-Runner = Callable[[Screen], tuple[OcrResult, float]]
-
-
-def timed(engine: Engine) -> Runner:
-    warm = [False]
-
-    def run(screen: Screen) -> tuple[OcrResult, float]:
-        if not warm[0]:  # first-run allocations are not a frame's cost
-            engine(screen.bgr)
-            warm[0] = True
-        t0 = time.perf_counter()
-        res = engine(screen.bgr)
-        return res, time.perf_counter() - t0
-
-    return run
 
 
 def run_interleaved(screens: list[Screen], engines: dict[str, Runner],
@@ -844,7 +836,7 @@ def main(argv: list[str] | None = None) -> int:
     for label, screens in sets.items():
         print(f"[{label}] running {len(engines)} OCR set-ups interleaved, frame by frame",
               flush=True)
-        runners = {name: cache.wrap(key, label, eng) if cache else timed(eng)
+        runners = {name: cache.wrap(key, label, timed(eng)) if cache else timed(eng)
                    for name, (eng, key) in engines.items()}
         runs = run_interleaved(screens, runners, args.repeat)
         per_set[label] = {name: score_text(f"[{label}] {name}", screens, *runs[name])
