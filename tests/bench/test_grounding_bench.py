@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
 import pytest
 
 from bench.grounding import sign_test_p
@@ -11,3 +14,68 @@ def test_the_sign_test() -> None:
     assert sign_test_p(3, 7) == pytest.approx(0.34375) == sign_test_p(7, 3)
     assert sign_test_p(0, 10) == pytest.approx(2 / 1024)
     assert sign_test_p(5, 5) == 1.0 and sign_test_p(0, 0) == 1.0
+
+
+def test_the_wilson_interval() -> None:
+    from bench.grounding import fmt_share, wilson
+
+    lo, hi = wilson(8, 10)
+    assert lo == pytest.approx(0.4902, abs=1e-4) and hi == pytest.approx(0.9433, abs=1e-4)
+    assert wilson(0, 0) == (0.0, 1.0)
+    lo, hi = wilson(50, 50)  # all right: the interval still has a lower end below 1
+    assert hi == pytest.approx(1.0) and 0.92 < lo < 0.93
+    assert fmt_share(8, 10) == "0.800 [0.490, 0.943]"
+
+
+def _score(name: str, hit: list[bool], visible: list[bool], wrong: int = 0,
+           ambiguous: int = 0) -> Any:
+    from bench.grounding import TextScore
+
+    n_vis = sum(visible)
+    acc = sum(h for h, v in zip(hit, visible, strict=True) if v) / n_vis
+    return TextScore(name, acc, sum(hit) / len(hit), acc, acc, 0.1, 0.2, 0.1, len(hit), n_vis,
+                     sum(hit), wrong, ambiguous, hit, hit, visible)
+
+
+def test_pooled_counts_the_visible_targets_of_every_set_together() -> None:
+    from bench.grounding import pooled
+
+    per_set = {"a": {"x": _score("x", [True, True, False, True], [True, True, True, False])},
+               "b": {"x": _score("x", [True, False], [True, True], wrong=1, ambiguous=2),
+                     "y": _score("y", [True, True], [True, True])}}
+    out = pooled(per_set)
+    assert set(out) == {"x"}  # only set-ups run on every set are pooled
+    assert out["x"]["n_visible"] == 5 and out["x"]["text_accuracy"] == pytest.approx(3 / 5)
+    assert out["x"]["grounded_wrong"] == 1 and out["x"]["ambiguous"] == 2
+
+
+def test_tuning_picks_on_one_set_and_reports_the_other() -> None:
+    from bench.grounding import OURS, choose, tuning
+
+    vis = [True] * 4
+    tune = {"v4": _score("v4", [True, True, False, False], vis),
+            "v6": _score("v6", [True, True, True, False], vis, wrong=1),
+            "v6b": _score("v6b", [True, True, True, False], vis)}
+    report = {"v4": _score("v4", [True, True, True, True], vis),
+              "v6": _score("v6", [True, False, False, False], vis),
+              "v6b": _score("v6b", [True, True, False, False], vis)}
+    assert choose(tune, list(tune)) == "v6b"  # as many grounded, fewer wrong taps
+    ours = _score("ours (the defaults)", [True, True, True, False], vis)
+    out = tuning({"A": {**tune, OURS: ours}, "B": {**report, OURS: ours}}, "A", "B", list(tune))
+    assert out["levers"]["v4"]["not_tuned_on_vs_ours"] == {"only_lever": 1, "only_ours": 0,
+                                                          "sign_test_p": 1.0}
+    assert out["levers"]["v6"]["not_tuned_on_vs_ours"]["only_ours"] == 2
+    assert out["picked"] == "v6b"  # what B says does not change the choice
+    assert out["levers"]["v6b"]["not_tuned_on"]["text_accuracy"] == pytest.approx(0.5)
+    assert out["levers"]["v6b"]["tuned_on"]["text_accuracy"] == pytest.approx(0.75)
+
+
+def test_bad_set_arguments_are_usage_errors(tmp_path: Path,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    from bench.grounding import main
+
+    assert main(["--tune-on", str(tmp_path)]) == 2
+    assert "go together" in capsys.readouterr().err
+    assert main([]) == 2
+    assert main(["--data", str(tmp_path)]) == 2
+    assert "no screens/ folder" in capsys.readouterr().err

