@@ -38,18 +38,19 @@ async def test_eight_phones_run_eight_episodes_at_once_without_misrouting(
     work = ScriptedWork(steps=3, step_s=0.3)
     async with fleet_host(address, fleet.serials, work) as fm, fleet_client(address) as client:
         ids = {serial: f"par-{i}" for i, serial in enumerate(fleet.serials)}
-        t0 = anyio.current_time()
         for serial, iid in ids.items():
             await client.instruct(serial, Instruction(id=iid, text=f"do {iid}"))
         await client.wait_finished(list(ids.values()), timeout_s=40)
-        elapsed = anyio.current_time() - t0
-        # All eight were busy at the same time: each status stream went busy, and the whole
-        # run took about one episode (3 x 0.3 s of sleeps), not eight.
-        await anyio.sleep(0.2)
         for serial in fleet.serials:
-            assert "busy" in [s.state for who, s, _ in client.status if who == serial]
-            assert client.last_status(serial) == "idle"
-        assert elapsed < 8 * 0.9, f"8 episodes took {elapsed:.1f}s: not parallel"
+            await client.wait_status(serial, "idle")
+        # All eight were busy at the same time: replaying the status stream in the order the
+        # broker delivered it, some moment has every phone busy (an order, not a clock).
+        state: dict[str, str] = {}
+        most_busy = 0
+        for who, st, _ in client.status:
+            state[who] = st.state
+            most_busy = max(most_busy, sum(1 for v in state.values() if v == "busy"))
+        assert most_busy == 8, f"at most {most_busy} of 8 phones were busy at once"
         assert fm.stats.finished == {"succeeded": 8}
     finished = client.finished_ids()
     for serial, iid in ids.items():
