@@ -232,7 +232,7 @@ class StandInModel:
         self.unmatched = 0
 
     def answer(self, req: Any) -> Any:
-        from tests.fixtures.openai_server import Behaviour
+        from bench.openai_loopback import Behaviour
 
         m = JOB_RE.search("\n".join(req.texts()))
         reply = self.pending.pop(m.group(1), None) if m else None
@@ -253,7 +253,7 @@ class StandInPolicy:
         self.errors = errors
 
     async def decide(self, ctx: Any) -> Any:
-        from tests.fixtures.openai_server import planner_reply
+        from bench.openai_loopback import planner_reply
 
         want = await self.oracle.decide(ctx)
         self.model.pending[self.job] = planner_reply(want.action, thought=want.thought)

@@ -57,7 +57,7 @@ from protocol.messages import Instruction
 from protocol.operations import ClickText, format_operation
 from sim.eval.tasks import get_task
 from sim.fleet import SimFleet
-from tests.fixtures.openai_server import (
+from bench.openai_loopback import (
     Behaviour,
     OpenAIServer,
     RecordedRequest,
