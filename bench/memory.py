@@ -42,6 +42,12 @@ from actors.config import AgentSettings
 from actors.episode import DeviceAgent
 from actors.perception import PerceptionActor
 from actors.planner import LLMPolicy
+from bench.openai_loopback import (
+    Behaviour,
+    OpenAIServer,
+    RecordedRequest,
+    estimate_prompt_tokens,
+)
 from devices.adb import AdbDevice
 from models.llm import LLMClient, LLMSettings, RoleModels
 from models.llm.react import PlannerInput, StepRecord, planner_messages
@@ -57,12 +63,6 @@ from protocol.messages import Instruction
 from protocol.operations import ClickText, format_operation
 from sim.eval.tasks import get_task
 from sim.fleet import SimFleet
-from bench.openai_loopback import (
-    Behaviour,
-    OpenAIServer,
-    RecordedRequest,
-    estimate_prompt_tokens,
-)
 
 OBSERVATION = ("The screen shows the app's main list with a search bar at the top, a row of "
                "tabs under it, several entries with their titles and small icons, and the "
