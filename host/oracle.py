@@ -8,7 +8,8 @@ perfect chooser would (or answers "none" when no candidate lies on a tappable el
 named like the target); and, like a careful script, it dismisses the
 simulator's system pop-ups, waits out spinners, and repeats once an operation that found
 nothing (after a Wait, so that it is grounded on a fresh frame) or changed nothing (never
-a Type, which would type the text twice). Each of these costs a step, so PS and RE show
+a Type, which would type the text twice); a text still not found is looked for up to two
+screens further down (a result list the seed ordered may put it below the fold). Each of these costs a step, so PS and RE show
 them. It lives in bench/ because actors may not see the simulator.
 """
 
@@ -17,11 +18,20 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from actors.planner import Choice, Completion, Decision, StepContext
-from protocol.operations import ClickText, Operation, Stop, TypeText, Wait, format_operation
+from protocol.operations import (
+    ClickText,
+    Operation,
+    PageDown,
+    Stop,
+    TypeText,
+    Wait,
+    format_operation,
+)
 from sim.eval.task import Task
 from sim.phone import SimPhone
 
 POPUP_DISMISS = ("Not now", "Don't allow")  # the simulator's system pop-ups
+MAX_SCROLLS = 2  # screens scrolled down to look for a text target that was not found
 
 
 class OraclePolicy:
@@ -35,6 +45,8 @@ class OraclePolicy:
         self._waits = 0
         self._retried = 0  # the reference index last retried
         self._waited_for = 0  # the reference index last waited for before its retry
+        self._scrolled_for = 0  # the reference index whose text target is looked for below
+        self._scrolls = 0
 
     async def decide(self, ctx: StepContext) -> Decision:
         extra = self._script_fixes(ctx)
@@ -83,6 +95,18 @@ class OraclePolicy:
                 and isinstance(last.action, Wait)):
             self._retried = self._i
             return self.ops[self._i - 1], "after the wait, the step that found nothing; once more"
+        # Still not found after the wait: a text target may lie below the fold (a result list
+        # ordered by the seed). Scroll down and look again, twice at most, then move on.
+        if (last is not None and 0 < self._i <= len(self.ops) - 1 and self._retried == self._i
+                and isinstance(self.ops[self._i - 1], ClickText)):
+            if self._scrolled_for != self._i:
+                self._scrolled_for, self._scrolls = self._i, 0
+            if (last.action == self.ops[self._i - 1] and last.result == "not found"
+                    and self._scrolls < MAX_SCROLLS):
+                self._scrolls += 1
+                return PageDown(), "the target is not on this screen: scroll down to look for it"
+            if isinstance(last.action, PageDown) and self._scrolls:
+                return self.ops[self._i - 1], "after scrolling, the step that found nothing"
         return None
 
     async def choose(

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from actors.planner import StepContext
-from host.oracle import OraclePolicy
+from host.oracle import MAX_SCROLLS, OraclePolicy
 from models.llm.react import StepRecord
-from protocol.operations import ClickText, OpenApp, Operation, Stop, TypeText, Wait
+from protocol.operations import ClickText, OpenApp, Operation, PageDown, Stop, TypeText, Wait
 from sim.eval.tasks import get_task
 
 pytestmark = pytest.mark.anyio
@@ -35,11 +35,23 @@ async def test_a_target_not_found_is_retried_once_after_a_wait() -> None:
                    ClickText("Dark mode"), Stop()]
 
 
-async def test_a_second_miss_moves_on() -> None:
+async def test_a_text_still_missing_is_looked_for_below_the_fold() -> None:
+    """After the wait and the retry, a text target is looked for a screen further down."""
     task = get_task("settings-1")(0)
     ops = await _run(OraclePolicy(task), [("done", "ok"), ("not found", None), ("done", "ok"),
-                                          ("not found", None), ("done", "ok"), ("done", "ok")])
+                                          ("not found", None), ("done", "ok"), ("done", "ok"),
+                                          ("done", "ok"), ("done", "ok")])
     assert ops == [OpenApp("Settings"), ClickText("Display"), Wait(), ClickText("Display"),
+                   PageDown(), ClickText("Display"), ClickText("Dark mode"), Stop()]
+
+
+async def test_a_miss_that_scrolling_does_not_fix_moves_on() -> None:
+    task = get_task("settings-1")(0)
+    misses = [("not found", None), ("done", "ok")]  # a try, then the wait or the scroll
+    ops = await _run(OraclePolicy(task), [("done", "ok"), *misses * (2 + MAX_SCROLLS),
+                                          ("done", "ok"), ("done", "ok")])
+    assert ops == [OpenApp("Settings"), ClickText("Display"), Wait(), ClickText("Display"),
+                   *[PageDown(), ClickText("Display")] * MAX_SCROLLS,
                    ClickText("Dark mode"), Stop()]
 
 
