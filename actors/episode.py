@@ -146,6 +146,7 @@ class EpisodeOutcome:
     reason: str
     steps: int
     operations: tuple[Operation, ...]  # executed operations, in order
+    cost_usd: float = 0.0  # what the episode's LLM calls cost (0 when no model is priced)
 
 
 class _Finish(Exception):
@@ -370,11 +371,11 @@ class DeviceAgent(Actor):
             with anyio.CancelScope(shield=True):
                 await self.emit(ids.stamp(EpisodeFinished(
                     instruction_id=instr.id, status=status, reason=reason[:2000],
-                    steps=run.step), run.step))
+                    steps=run.step, cost_usd=run.cost_usd), run.step))
                 await self.status("idle", f"last episode {episode_id}: {status}")
         self.busy = False
         outcome = EpisodeOutcome(episode_id, instr.id, status, reason, run.step,
-                                 tuple(run.executed))
+                                 tuple(run.executed), run.cost_usd)
         self.outcomes.append(outcome)
         log.info("episode_finished", status=status,
                  steps=run.step, reason=reason[:200])
