@@ -159,12 +159,15 @@ async def check_roles(llm: LLMClient, roles: Sequence[Role], *, seed: int = 0,
     ``family``: the planner's (None: exactly as the agent's planner picks it)."""
     fam = family if family is not None else LLMPolicy(llm).family
     plan = await anyio.to_thread.run_sync(probes, fam, seed)
+    picked = plan["planner"].family
+    if llm.settings.family.planner.strip().lower() == "auto":
+        picked += " (auto, from the model name)"
     out: list[RoleResult] = []
     for role in roles:
         rc = llm.role_config(role)
         probe = plan[role]
         res = RoleResult(role=role, model=rc.model, endpoint=rc.endpoint, reachable=False,
-                         family=probe.family)
+                         family=picked if role == "planner" else "")
         t0 = time.monotonic()
         try:
             reply = await llm.chat(role, probe.messages, options=probe.options or None)

@@ -92,7 +92,7 @@ def test_check_probes_the_planner_in_its_family_picked_from_the_model_name(
         out = capsys.readouterr().out
         (row,) = map(json.loads, out.splitlines())
         assert rc == 0, out
-        assert row["family"] == "uitars 1.5" and row["parsed"]
+        assert row["family"] == "uitars 1.5 (auto, from the model name)" and row["parsed"]
         assert row["mapped"] == "Tap (540, 1200)"
         (req,) = srv.requests
         assert [i.size for i in req.images()] == [(461, 1024)]
