@@ -427,8 +427,11 @@ class _Episode:
         return msgspec.structs.replace(self.ids.stamp(msg, self.step),
                                        request_id=new_request_id())
 
-    async def usage(self, replies: tuple[LLMReply, ...], purpose: str) -> float:
-        """Publish one ``LlmUsage`` per call; past ``agent.max_cost_usd`` the episode ends."""
+    async def usage(self, replies: tuple[LLMReply, ...], purpose: str, *,
+                    check_cap: bool = True) -> float:
+        """Publish one ``LlmUsage`` per call; past ``agent.max_cost_usd`` the episode ends
+        (``check_cap=False``: the caller checks, with ``check_cost_cap``, once it has
+        published what the calls answered)."""
         total = 0.0
         for r in replies:
             total += r.latency_s
@@ -442,11 +445,15 @@ class _Episode:
                                          completion_tokens=r.completion_tokens,
                                          latency_s=r.latency_s, purpose=purpose,
                                          cost_usd=cost, cached_tokens=r.cached_tokens))
+        if check_cap:
+            self.check_cost_cap()
+        return total
+
+    def check_cost_cap(self) -> None:
         cap = self.s.max_cost_usd
         if cap > 0 and self.cost_usd >= cap:
             raise _Finish("failed", f"cost cap of ${cap:g} reached: the LLM calls cost "
                                     f"${self.cost_usd:.4f}")
-        return total
 
     async def reflect(self, verdict: Verdict, reason: str) -> None:
         await self.send(Reflection(verdict=verdict, reason=reason[:2000]))
@@ -549,11 +556,13 @@ class _Episode:
             # (and counted as one); transient HTTP failures were retried by the client.
             decision = Decision("", "", "", None, parse_error=str(exc))
         phases["llm"] = time.perf_counter() - t
-        await self.usage(decision.replies, "plan")
+        await self.usage(decision.replies, "plan", check_cap=False)
         op = decision.operation
         await self.send(Plan(observation=decision.observation[:4000],
                              thought=decision.thought[:4000], action=decision.action[:1000],
                              operation=op, parse_error=decision.parse_error[:1000]))
+        # The reply that reached the cap is on record (its Plan), and never executed.
+        self.check_cost_cap()
         self.feedback = []
         self.observation, self.thought = decision.observation, decision.thought
         ctx = replace(ctx, thought=decision.thought)  # the chooser and the judge get it
