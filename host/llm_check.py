@@ -58,7 +58,6 @@ class Probe:
     messages: list[ChatMessage]
     parse: Callable[[str, tuple[ToolCall, ...]], str]
     options: dict[str, Any] = field(default_factory=dict)
-    family: str = ""  # the planner's family as the agent picks it, e.g. "uitars 1.5"
 
 
 @dataclass
@@ -143,7 +142,7 @@ def probes(family: Family, seed: int = 0) -> dict[Role, Probe]:
     return {
         "planner": Probe(family.planner_messages(PlannerInput(instruction=INSTRUCTION,
                                                               screenshot=png), geom),
-                         plan, family.request_options(), family_label(family)),
+                         plan, family.request_options()),
         "chooser": Probe(chooser_messages(
             instruction=INSTRUCTION, target=target[0] if target else "Settings",
             image=_marked(png, [b[1] for b in boxed]), labels=labels,
@@ -159,7 +158,7 @@ async def check_roles(llm: LLMClient, roles: Sequence[Role], *, seed: int = 0,
     ``family``: the planner's (None: exactly as the agent's planner picks it)."""
     fam = family if family is not None else LLMPolicy(llm).family
     plan = await anyio.to_thread.run_sync(probes, fam, seed)
-    picked = plan["planner"].family
+    picked = family_label(fam)
     if llm.settings.family.planner.strip().lower() == "auto":
         picked += " (auto, from the model name)"
     out: list[RoleResult] = []

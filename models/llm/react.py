@@ -384,10 +384,10 @@ def _json_action(text: str) -> tuple[Operation, str] | None:
             continue
         if not isinstance(obj, dict):
             continue
-        key = "action" if isinstance(obj.get("action"), str) else "op"
-        if not isinstance(obj.get(key), str):
+        named = "action" if isinstance(obj.get("action"), str) else "op"
+        if not isinstance(obj.get(named), str):
             continue
-        name = obj[key].strip()
+        name = obj[named].strip()
         args: dict[str, Any] = obj
         for key in ("args", "arguments", "params", "parameters"):
             if isinstance(obj.get(key), dict):
