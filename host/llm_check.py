@@ -165,8 +165,13 @@ async def check_roles(llm: LLMClient, roles: Sequence[Role], *, seed: int = 0,
     for role in roles:
         rc = llm.role_config(role)
         probe = plan[role]
+        own = str(getattr(llm.settings.family, role)).strip().lower()
+        # The chooser and the completion check have their own short formats in the agent:
+        # a family set for them is not used, and saying so beats silence.
+        shown = picked if role == "planner" else (
+            "" if own == "react" else f"its own format (llm.family.{role}={own} is not used)")
         res = RoleResult(role=role, model=rc.model, endpoint=rc.endpoint, reachable=False,
-                         family=picked if role == "planner" else "")
+                         family=shown)
         t0 = time.monotonic()
         try:
             reply = await llm.chat(role, probe.messages, options=probe.options or None)

@@ -121,9 +121,13 @@ def test_check_says_react_by_default_and_refuses_an_unknown_family(
     with OpenAIServer() as srv:
         srv.script(planner_reply("Open app (Settings)"))
         base = ("--set", f"llm.base_url={srv.base_url}", "--set", f"llm.api_key={SECRET}")
-        assert _run(*base, "llm", "check", "--roles", "planner") == 0
-        assert "family=react" in capsys.readouterr().out
+        srv.script("Complete: no\nReason: the launcher.")
+        assert _run(*base, "--set", "llm.family.reflector=uitars", "llm", "check",
+                    "--roles", "planner,reflector") == 0
+        planner, reflector = capsys.readouterr().out.split("\nreflector")
+        assert "family=react" in planner
+        assert "family=its own format (llm.family.reflector=uitars is not used)" in reflector
         assert _run(*base, "--set", "llm.family.planner=klingon", "llm", "check") == 2
         err = capsys.readouterr().err
         assert "llm.family.planner" in err and "klingon" in err and "uitars" in err
-        assert len(srv.requests) == 1  # nothing sent for the bad config
+        assert len(srv.requests) == 2  # nothing sent for the bad config
