@@ -146,6 +146,7 @@ class EpisodeOutcome:
     reason: str
     steps: int
     operations: tuple[Operation, ...]  # executed operations, in order
+    cost_usd: float = 0.0  # what the episode's LLM calls cost (0 when no model is priced)
 
 
 class _Finish(Exception):
@@ -370,11 +371,11 @@ class DeviceAgent(Actor):
             with anyio.CancelScope(shield=True):
                 await self.emit(ids.stamp(EpisodeFinished(
                     instruction_id=instr.id, status=status, reason=reason[:2000],
-                    steps=run.step), run.step))
+                    steps=run.step, cost_usd=run.cost_usd), run.step))
                 await self.status("idle", f"last episode {episode_id}: {status}")
         self.busy = False
         outcome = EpisodeOutcome(episode_id, instr.id, status, reason, run.step,
-                                 tuple(run.executed))
+                                 tuple(run.executed), run.cost_usd)
         self.outcomes.append(outcome)
         log.info("episode_finished", status=status,
                  steps=run.step, reason=reason[:200])
@@ -426,8 +427,11 @@ class _Episode:
         return msgspec.structs.replace(self.ids.stamp(msg, self.step),
                                        request_id=new_request_id())
 
-    async def usage(self, replies: tuple[LLMReply, ...], purpose: str) -> float:
-        """Publish one ``LlmUsage`` per call; past ``agent.max_cost_usd`` the episode ends."""
+    async def usage(self, replies: tuple[LLMReply, ...], purpose: str, *,
+                    check_cap: bool = True) -> float:
+        """Publish one ``LlmUsage`` per call; past ``agent.max_cost_usd`` the episode ends
+        (``check_cap=False``: the caller checks, with ``check_cost_cap``, once it has
+        published what the calls answered)."""
         total = 0.0
         for r in replies:
             total += r.latency_s
@@ -441,11 +445,15 @@ class _Episode:
                                          completion_tokens=r.completion_tokens,
                                          latency_s=r.latency_s, purpose=purpose,
                                          cost_usd=cost, cached_tokens=r.cached_tokens))
+        if check_cap:
+            self.check_cost_cap()
+        return total
+
+    def check_cost_cap(self) -> None:
         cap = self.s.max_cost_usd
         if cap > 0 and self.cost_usd >= cap:
             raise _Finish("failed", f"cost cap of ${cap:g} reached: the LLM calls cost "
                                     f"${self.cost_usd:.4f}")
-        return total
 
     async def reflect(self, verdict: Verdict, reason: str) -> None:
         await self.send(Reflection(verdict=verdict, reason=reason[:2000]))
@@ -548,11 +556,13 @@ class _Episode:
             # (and counted as one); transient HTTP failures were retried by the client.
             decision = Decision("", "", "", None, parse_error=str(exc))
         phases["llm"] = time.perf_counter() - t
-        await self.usage(decision.replies, "plan")
+        await self.usage(decision.replies, "plan", check_cap=False)
         op = decision.operation
         await self.send(Plan(observation=decision.observation[:4000],
                              thought=decision.thought[:4000], action=decision.action[:1000],
                              operation=op, parse_error=decision.parse_error[:1000]))
+        # The reply that reached the cap is on record (its Plan), and never executed.
+        self.check_cost_cap()
         self.feedback = []
         self.observation, self.thought = decision.observation, decision.thought
         ctx = replace(ctx, thought=decision.thought)  # the chooser and the judge get it

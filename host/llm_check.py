@@ -1,11 +1,15 @@
 """``mobagent llm check``: one call per configured role, to see that each answers and fits.
 
 Each role (planner, chooser, reflector) gets one screenshot of the simulated launcher with
-its own prompt (today's ReAct prompts, ``models/llm/react.py``) through the real client and
-its settings (endpoint, key, model, request parameters, image size). Per role it prints:
-reachable or not (with the error, which names the endpoint and never the key), the model,
-the endpoint, latency, tokens, cost when priced, the reply (truncated), whether it parsed
-and what it mapped to. No re-asks: the point is to see the model's first answer.
+its own prompt through the real client and its settings (endpoint, key, model, request
+parameters, image size). The planner's prompt, request options and parser are its model
+family's, picked as the agent picks it (``llm.family.planner``, ``auto`` from the model
+name, the image fitted within the role's ``max_image_side``), so a point in the reply is
+mapped to the launcher's pixels as the agent would map it; the chooser and the completion
+check keep their own formats (``models/llm/react.py``). Per role it prints: reachable or not
+(with the error, which names the endpoint and never the key), the model, the family, the
+endpoint, latency, tokens, cost when priced, the reply (truncated), whether it parsed and
+what it mapped to. No re-asks: the point is to see the model's first answer.
 
 Exit codes: 0 every role answered and parsed; 1 one did not; 2 a config error (no key).
 """
@@ -18,7 +22,7 @@ import json
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import anyio
@@ -26,7 +30,9 @@ import msgspec
 from PIL import Image, ImageDraw
 
 from actors.config import AgentConfig
+from actors.planner import LLMPolicy
 from models.llm import ChatMessage, LLMClient, LLMConfigError, LLMError, Role
+from models.llm.families import Family, ToolCall
 from models.llm.react import (
     ParseError,
     PlannerInput,
@@ -34,8 +40,6 @@ from models.llm.react import (
     completion_messages,
     parse_choice,
     parse_completion,
-    parse_planner_reply,
-    planner_messages,
 )
 from protocol.operations import format_operation
 from runtime.cli import EXIT_FAIL, EXIT_OK, EXIT_USAGE, config_from_args
@@ -48,10 +52,12 @@ INSTRUCTION = "Open the Settings app."
 
 @dataclass(frozen=True)
 class Probe:
-    """One role's prompt and the parser of its reply (the mapping printed as text)."""
+    """One role's prompt, its request options, and the parser of its reply (text and tool
+    calls; the mapping printed as text)."""
 
     messages: list[ChatMessage]
-    parse: Callable[[str], str]
+    parse: Callable[[str, tuple[ToolCall, ...]], str]
+    options: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -60,6 +66,7 @@ class RoleResult:
     model: str
     endpoint: str
     reachable: bool
+    family: str = ""  # the planner's model family ("" for the roles with their own format)
     latency_s: float = 0.0
     prompt_tokens: int = 0
     completion_tokens: int = 0
@@ -99,11 +106,21 @@ def _marked(png: bytes, boxes: Sequence[tuple[int, int, int, int]]) -> bytes:
     return buf.getvalue()
 
 
-def probes(seed: int = 0) -> dict[Role, Probe]:
-    png, icons = launcher_screen(seed)
+def family_label(family: Family) -> str:
+    """``uitars 1.5``, ``qwen 3``, ``react``: the family and the variant the model implies."""
+    variant = getattr(family, "variant", "")
+    return f"{family.name} {variant}" if variant else family.name
 
-    def plan(text: str) -> str:
-        return format_operation(parse_planner_reply(text).action)
+
+def probes(family: Family, seed: int = 0) -> dict[Role, Probe]:
+    """Each role's probe; the planner's in ``family`` (points mapped to the launcher's
+    pixels from the image the family sends)."""
+    png, icons = launcher_screen(seed)
+    with Image.open(io.BytesIO(png)) as im:
+        geom = family.geometry(*im.size)
+
+    def plan(text: str, calls: tuple[ToolCall, ...]) -> str:
+        return format_operation(family.parse(text, geom, calls).operation)
 
     # The chooser: "Settings" among two boxed icons, the target second (a guess says less).
     target = next((i for i in icons if i[0].lower() == "settings"), icons[0] if icons else None)
@@ -111,20 +128,21 @@ def probes(seed: int = 0) -> dict[Role, Probe]:
     boxed = [b for b in (other, target) if b is not None]
     labels = list(range(1, len(boxed) + 1))
 
-    def choose(text: str) -> str:
+    def choose(text: str, calls: tuple[ToolCall, ...]) -> str:
         label = parse_choice(text, labels)
         if label is None:
             return "none of the boxes"
         name = boxed[label - 1][0]
         return f"box {label} ({name}){'' if boxed[label - 1] is target else ' - not the target'}"
 
-    def complete(text: str) -> str:
+    def complete(text: str, calls: tuple[ToolCall, ...]) -> str:
         v = parse_completion(text)
         return f"complete: {'yes' if v.complete else 'no'}" + (f" ({v.reason})" if v.reason else "")
 
     return {
-        "planner": Probe(planner_messages(PlannerInput(instruction=INSTRUCTION, screenshot=png)),
-                         plan),
+        "planner": Probe(family.planner_messages(PlannerInput(instruction=INSTRUCTION,
+                                                              screenshot=png), geom),
+                         plan, family.request_options()),
         "chooser": Probe(chooser_messages(
             instruction=INSTRUCTION, target=target[0] if target else "Settings",
             image=_marked(png, [b[1] for b in boxed]), labels=labels,
@@ -135,16 +153,28 @@ def probes(seed: int = 0) -> dict[Role, Probe]:
 
 
 async def check_roles(llm: LLMClient, roles: Sequence[Role], *, seed: int = 0,
-                      max_reply: int = 300) -> list[RoleResult]:
-    """Each role once, one after another (so latencies do not queue behind each other)."""
-    plan = await anyio.to_thread.run_sync(probes, seed)
+                      max_reply: int = 300, family: Family | None = None) -> list[RoleResult]:
+    """Each role once, one after another (so latencies do not queue behind each other).
+    ``family``: the planner's (None: exactly as the agent's planner picks it)."""
+    fam = family if family is not None else LLMPolicy(llm).family
+    plan = await anyio.to_thread.run_sync(probes, fam, seed)
+    picked = family_label(fam)
+    if llm.settings.family.planner.strip().lower() == "auto":
+        picked += " (auto, from the model name)"
     out: list[RoleResult] = []
     for role in roles:
         rc = llm.role_config(role)
-        res = RoleResult(role=role, model=rc.model, endpoint=rc.endpoint, reachable=False)
+        probe = plan[role]
+        own = str(getattr(llm.settings.family, role)).strip().lower()
+        # The chooser and the completion check have their own short formats in the agent:
+        # a family set for them is not used, and saying so beats silence.
+        shown = picked if role == "planner" else (
+            "" if own == "react" else f"its own format (llm.family.{role}={own} is not used)")
+        res = RoleResult(role=role, model=rc.model, endpoint=rc.endpoint, reachable=False,
+                         family=shown)
         t0 = time.monotonic()
         try:
-            reply = await llm.chat(role, plan[role].messages)
+            reply = await llm.chat(role, probe.messages, options=probe.options or None)
         except LLMError as exc:
             res.latency_s = time.monotonic() - t0
             res.error = f"{type(exc).__name__}: {exc}"
@@ -154,10 +184,11 @@ async def check_roles(llm: LLMClient, roles: Sequence[Role], *, seed: int = 0,
         res.latency_s = reply.latency_s
         res.prompt_tokens, res.completion_tokens = reply.prompt_tokens, reply.completion_tokens
         res.cost_usd = reply.cost_usd
-        text = reply.text.strip()
+        calls = tuple(ToolCall(n, a) for n, a in reply.tool_calls)
+        text = reply.text.strip() or "; ".join(f"{c.name}({c.arguments})" for c in calls)
         res.reply = text if len(text) <= max_reply else text[: max_reply - 1] + "…"
         try:
-            res.mapped = plan[role].parse(reply.text)
+            res.mapped = probe.parse(reply.text, calls)
             res.parsed = True
         except ParseError as exc:
             res.mapped = exc.message
@@ -167,6 +198,8 @@ async def check_roles(llm: LLMClient, roles: Sequence[Role], *, seed: int = 0,
 
 def human(res: RoleResult) -> str:
     head = f"{res.role:<9} {'reachable' if res.reachable else 'UNREACHABLE'}  model={res.model}"
+    if res.family:
+        head += f"  family={res.family}"
     head += f"  endpoint={res.endpoint}  latency={res.latency_s:.2f}s"
     if not res.reachable:
         return f"{head}\n  error: {res.error}"
@@ -195,11 +228,16 @@ def cmd_check(args: argparse.Namespace) -> int:
     except LLMConfigError as exc:
         print(f"mobagent llm check: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    try:
+        family = LLMPolicy(llm).family  # llm.family.planner, as the agent reads it
+    except ValueError as exc:
+        print(f"mobagent llm check: llm.family.planner: {exc}", file=sys.stderr)
+        return EXIT_USAGE
 
     async def go() -> list[RoleResult]:
         async with llm:
             return await check_roles(llm, roles, seed=args.seed,
-                                     max_reply=args.max_reply)
+                                     max_reply=args.max_reply, family=family)
 
     results = anyio.run(go)
     scrub = redactor()

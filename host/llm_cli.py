@@ -6,6 +6,9 @@
 ``llm parse`` prints one JSON line, the stable surface of parsing:
 ``{"ok": true, "operation": {"op": ..., "args": {...}}}`` or ``{"ok": false, "error": ...}``
 with ``op`` from ``models.llm.opvocab.OP_NAMES`` and points in device pixels of ``--screen``.
+``--image-side`` is the planner's ``llm.max_image_side`` when the reply came from the agent:
+the agent sends the screen fitted within it, and a family's pixel coordinates (UI-TARS-1.5,
+Qwen2.5-VL, json, tools) refer to that image (or to the server's resize of it).
 A reply that is not usable exits 1; bad arguments exit 2.
 """
 
@@ -31,6 +34,16 @@ def _screen(value: str) -> tuple[int, int]:
     if size is None or min(size) <= 0:
         raise argparse.ArgumentTypeError(f"expected WIDTHxHEIGHT in pixels, e.g. 1080x2400, got {value!r}")
     return size
+
+
+def _image_side(value: str) -> int:
+    try:
+        side = int(value)
+    except ValueError:
+        side = 0
+    if side < 32:
+        raise argparse.ArgumentTypeError(f"expected a side in pixels, at least 32, got {value!r}")
+    return side
 
 
 def _read(path: str) -> str:
@@ -64,7 +77,7 @@ def _tool_calls(text: str) -> tuple[str, tuple[ToolCall, ...]]:
 
 def cmd_parse(args: argparse.Namespace) -> int:
     try:
-        family = get_family(args.family, args.model or "")
+        family = get_family(args.family, args.model or "", max_image_side=args.image_side)
     except ValueError as exc:
         print(f"mobagent llm parse: {exc}", file=sys.stderr)
         return 2
@@ -104,6 +117,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                             "convention, as auto does")
     parse.add_argument("--screen", type=_screen, default=(1080, 2400), metavar="WxH",
                        help="the device screen in pixels (default 1080x2400)")
+    parse.add_argument("--image-side", type=_image_side, default=None, metavar="PX",
+                       help="the longer side of the screenshot the model got, as the agent "
+                            "sends it (the planner's llm.max_image_side, 1024 unless set); "
+                            "default: the screen at its own size")
     parse.add_argument("file", nargs="?", default="-", metavar="FILE",
                        help="the saved reply (text, or the API message JSON with tool_calls); "
                             "- or none: stdin")

@@ -262,6 +262,8 @@ class EpisodeFinished(Msg, tag="episode_finished", frozen=True):
     status: EpisodeStatus
     reason: str = ""
     steps: Annotated[int, msgspec.Meta(ge=0)] = 0
+    # The episode's LLM spend: the sum of its LlmUsage.cost_usd (0 when no model is priced).
+    cost_usd: Annotated[float, msgspec.Meta(ge=0)] = 0.0
 
 
 

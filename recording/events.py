@@ -80,8 +80,9 @@ def describe(msg: Msg) -> str:
             return f"instruction {i}: {_short(t)}"
         case EpisodeStarted(instruction_id=i, text=t):
             return f"episode started for {i}: {_short(t)}"
-        case EpisodeFinished(instruction_id=i, status=s, steps=n, reason=r):
-            return f"episode {s} after {n} steps ({i})" + (f": {_short(r)}" if r else "")
+        case EpisodeFinished(instruction_id=i, status=s, steps=n, reason=r, cost_usd=c):
+            cost = f", ${c:.4f}" if c > 0 else ""
+            return f"episode {s} after {n} steps ({i}){cost}" + (f": {_short(r)}" if r else "")
         case Frame(frame_id=f, width=w, height=h, data=d):
             return f"frame {f} {w}x{h} {len(d)} bytes"
         case Plan(thought=t, action=a):

@@ -86,6 +86,7 @@ class EpisodeSummary:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     llm_calls: int = 0
+    cost_usd: float = 0.0
     events: int = 0
     frames: int = 0
     max_step: int = 0
@@ -111,6 +112,7 @@ class EpisodeSummary:
             self.prompt_tokens += msg.prompt_tokens
             self.completion_tokens += msg.completion_tokens
             self.llm_calls += 1
+            self.cost_usd += msg.cost_usd
         elif isinstance(msg, Frame):
             self.frames += 1
 
@@ -132,6 +134,7 @@ class EpisodeSummary:
             "tokens": {"prompt": self.prompt_tokens, "completion": self.completion_tokens,
                        "total": self.prompt_tokens + self.completion_tokens,
                        "calls": self.llm_calls},
+            "cost_usd": round(self.cost_usd, 6),
             "events": self.events,
             "frames": self.frames,
             "kinds": dict(sorted(self.kinds.items())),

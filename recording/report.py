@@ -171,6 +171,12 @@ class Episode:
                 sum(_int(e.get("completion_tokens")) for e in usage), len(usage))
 
     @property
+    def cost_usd(self) -> float:
+        """USD over the episode's LlmUsage events (0 when no model is priced)."""
+        return sum(_num(e.get("cost_usd")) or 0.0 for e in self.events
+                   if e.get("event") == "llm_usage")
+
+    @property
     def settings(self) -> dict[str, str]:
         """The episode-level choices its EpisodeStarted recorded (planning, reflection, ...)."""
         got = (self.first("episode_started") or {}).get("settings")
@@ -325,6 +331,12 @@ def _secs(value: float | None) -> str:
     return f"{value / 60:.1f} min"
 
 
+def _usd(value: Any) -> str:
+    """Money as the report shows it; "–" for none (no model priced)."""
+    n = _num(value)
+    return f"${n:.4f}" if n else "–"
+
+
 def _clock(ts: float | None) -> str:
     if ts is None:
         return "–"
@@ -475,6 +487,7 @@ def _summary(run: Run) -> dict[str, Any]:
     return {"n": len(eps), "counts": sorted(Counter(ep.status for ep in eps).items()),
             "steps": sum(ep.n_steps for ep in eps),
             "tokens": sum(p + c for p, c, _ in tok), "calls": sum(n for _, _, n in tok),
+            "cost": sum(ep.cost_usd for ep in eps),
             "time": sum(durations),
             "mean": sum(durations) / len(durations) if durations else None}
 
@@ -573,7 +586,7 @@ def _env() -> jinja2.Environment:
     env.filters.update(g=_g, s=_as_str, truthy=_truthy, aslist=_list,
                        dicts=lambda v: [c for c in _list(v) if isinstance(c, dict)])
     env.globals.update(
-        secs=_secs, clock=_clock, op_text=_op_text, num=_num, whole=_int, box=_box,
+        secs=_secs, usd=_usd, clock=_clock, op_text=_op_text, num=_num, whole=_int, box=_box,
         phases=_phases, phase_color=_phase_color, plural=plural, anchor=lambda i: f"ep{i}",
         verdict_class=lambda v: VERDICT_CLASS.get(v, "warn"),
         status_class=lambda s: STATUS_CLASS.get(s, "warn"),

@@ -360,9 +360,10 @@ _FORMAT_HINT = (
 
 
 def _json_action(text: str) -> tuple[Operation, str] | None:
-    """The last JSON object in ``text`` that has an "action" key, as an operation:
-    ``{"action": "Click text (Save)"}`` or ``{"action": "click_text", "text": "Save"}``
-    (arguments beside "action" or under "args"/"arguments"/"params")."""
+    """The last JSON object in ``text`` that has an "action" key (or "op", as ``llm parse``
+    and the json family write it), as an operation: ``{"action": "Click text (Save)"}`` or
+    ``{"action": "click_text", "text": "Save"}`` (arguments beside it or under
+    "args"/"arguments"/"params")."""
     decoder = msgspec.json.Decoder()
     found: tuple[Operation, str] | None = None
     for m in re.finditer(r"\{", text):
@@ -381,9 +382,12 @@ def _json_action(text: str) -> tuple[Operation, str] | None:
             obj = decoder.decode(text[m.start():end])
         except msgspec.DecodeError:
             continue
-        if not isinstance(obj, dict) or not isinstance(obj.get("action"), str):
+        if not isinstance(obj, dict):
             continue
-        name = obj["action"].strip()
+        named = "action" if isinstance(obj.get("action"), str) else "op"
+        if not isinstance(obj.get(named), str):
+            continue
+        name = obj[named].strip()
         args: dict[str, Any] = obj
         for key in ("args", "arguments", "params", "parameters"):
             if isinstance(obj.get(key), dict):

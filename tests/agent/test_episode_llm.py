@@ -299,6 +299,13 @@ async def test_cost_is_published_and_the_cap_ends_the_episode(
     assert all(u.cached_tokens == 200 for u in usage)
     assert len(openai_server.requests) == 2  # no call after the cap
     assert run.outcome.operations == (OpenApp("Settings"),)
+    # the episode's spend is published with its end, and is its calls' sum
+    (fin,) = run.of(EpisodeFinished)
+    assert fin.cost_usd == pytest.approx(2 * per_call) == run.outcome.cost_usd
+    assert fin.reason == f"cost cap of $0.015 reached: the LLM calls cost ${2 * per_call:.4f}"
+    # the reply that reached the cap is recorded as its step's plan, and was not executed
+    assert [p.operation for p in run.of(Plan)] == [OpenApp("Settings"), ClickText("Display")]
+    assert [a.operation for a in run.of(ActionDone)] == [OpenApp("Settings")]
 
 
 async def test_a_stream_of_429s_inside_the_budget_then_success(

@@ -81,6 +81,9 @@ REACT = [
     ('{"thought": "t", "action": "Click text (Send)"}', ClickText("Send")),
     ('Observation: x\nThought: y\nAction: {"action": "type", "text": "hi"}', TypeText("hi")),
     ('```json\n{"action": "open_app", "args": {"name": "Maps"}}\n```', OpenApp("Maps")),
+    # the op/args vocabulary of llm parse and the json family
+    ('Thought: y\nAction: {"op": "open_app", "args": {"name": "Maps"}}', OpenApp("Maps")),
+    ('<think>Action: Back</think>\n{"op": "click_text", "args": {"text": "OK"}}', ClickText("OK")),
     # full-width punctuation and CJK
     ("Observation：主屏幕\nThought：打开\nAction：Open app（微信）", OpenApp("微信")),
     # synonyms

@@ -10,7 +10,7 @@ import socket
 import pytest
 
 from host.llm_cli import register
-from tests.fixtures.openai_server import OpenAIServer, planner_reply
+from tests.fixtures.openai_server import Behaviour, OpenAIServer, planner_reply
 from tests.llm.conftest import SECRET
 
 
@@ -75,3 +75,59 @@ def test_check_refuses_unknown_roles(capsys: pytest.CaptureFixture[str]) -> None
     assert _run("--set", "llm.base_url=http://127.0.0.1:9/v1", "llm", "check",
                 "--roles", "planner,critic") == 2
     assert "critic" in capsys.readouterr().err
+
+
+def test_check_probes_the_planner_in_its_family_picked_from_the_model_name(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """``auto`` + a UI-TARS-1.5 name: the UI-TARS prompt, the launcher sent within
+    max_image_side (461x1024), and the reply's point read in the smart-resized image the
+    server makes of it (448x1036), so it lands where the agent would tap."""
+    with OpenAIServer() as srv:
+        srv.script("Thought: open it\nAction: click(start_box='<|box_start|>(224,518)<|box_end|>')")
+        rc = _run("--set", f"llm.base_url={srv.base_url}", "--set", f"llm.api_key={SECRET}",
+                  "--set", "llm.models.planner=UI-TARS-1.5-7B",
+                  "--set", "llm.family.planner=auto", "--set", "llm.max_image_side=1024",
+                  "llm", "check", "--roles", "planner", "--json")
+        out = capsys.readouterr().out
+        (row,) = map(json.loads, out.splitlines())
+        assert rc == 0, out
+        assert row["family"] == "uitars 1.5 (auto, from the model name)" and row["parsed"]
+        assert row["mapped"] == "Tap (540, 1200)"
+        (req,) = srv.requests
+        assert [i.size for i in req.images()] == [(461, 1024)]
+        assert any("click(start_box=" in t for t in req.texts())  # UI-TARS's action space
+
+
+def test_check_sends_the_tools_familys_options_and_reads_a_tool_call(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with OpenAIServer() as srv:
+        srv.script(Behaviour.tool_call("open_app", '{"name": "Settings"}'))
+        rc = _run("--set", f"llm.base_url={srv.base_url}", "--set", f"llm.api_key={SECRET}",
+                  "--set", "llm.family.planner=tools", "llm", "check", "--roles", "planner")
+        out = capsys.readouterr().out
+        assert rc == 0, out
+        assert "family=tools" in out and "parsed: yes -> Open app (Settings)" in out
+        assert 'open_app({"name": "Settings"})' in out  # the call is shown as the reply
+        body = srv.requests[0].body
+        assert body is not None and body["tool_choice"] == "required"
+        assert {t["function"]["name"] for t in body["tools"]} >= {"open_app", "tap_point"}
+
+
+def test_check_says_react_by_default_and_refuses_an_unknown_family(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with OpenAIServer() as srv:
+        srv.script(planner_reply("Open app (Settings)"))
+        base = ("--set", f"llm.base_url={srv.base_url}", "--set", f"llm.api_key={SECRET}")
+        srv.script("Complete: no\nReason: the launcher.")
+        assert _run(*base, "--set", "llm.family.reflector=uitars", "llm", "check",
+                    "--roles", "planner,reflector") == 0
+        planner, reflector = capsys.readouterr().out.split("\nreflector")
+        assert "family=react" in planner
+        assert "family=its own format (llm.family.reflector=uitars is not used)" in reflector
+        assert _run(*base, "--set", "llm.family.planner=klingon", "llm", "check") == 2
+        err = capsys.readouterr().err
+        assert "llm.family.planner" in err and "klingon" in err and "uitars" in err
+        assert len(srv.requests) == 2  # nothing sent for the bad config

@@ -71,3 +71,42 @@ def test_bad_screen_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None
     with pytest.raises(SystemExit) as err:
         parser.parse_args(["llm", "parse", "--family", "react", "--screen", "big", "-"])
     assert err.value.code == 2 and "WIDTHxHEIGHT" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("model", "reply", "point"), [
+    # UI-TARS-1.5: pixels of the server's smart-resize of the 461x1024 image sent (448x1036)
+    ("UI-TARS-1.5-7B", "Action: click(start_box='(224,518)')", {"x": 540, "y": 1200}),
+    # Qwen2.5-VL: the same rule
+    ("qwen2.5-vl-7b-instruct",
+     '<tool_call>{"name": "mobile_use", "arguments": {"action": "click", "coordinate": [224, 518]}}</tool_call>',
+     {"x": 540, "y": 1200}),
+    # UI-TARS-1.0: relative 0-1000, whatever the image size
+    ("ui-tars-7b-sft", "Action: click(start_box='(500,500)')", {"x": 540, "y": 1200}),
+])
+def test_image_side_maps_as_the_agent_does(
+    model: str, reply: str, point: dict[str, int], tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    f = tmp_path / "r.txt"
+    f.write_text(reply)
+    rc, out = run(["llm", "parse", "--family", "auto", "--model", model, "--screen", "1080x2400",
+                   "--image-side", "1024", str(f)], capsys)
+    assert rc == 0 and out["operation"]["args"] == point  # type: ignore[index]
+
+
+def test_without_image_side_the_screen_is_the_image(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The same UI-TARS-1.5 numbers without --image-side: read in 1092x2408, another point."""
+    f = tmp_path / "r.txt"
+    f.write_text("Action: click(start_box='(224,518)')")
+    rc, out = run(["llm", "parse", "--family", "uitars", "--model", "UI-TARS-1.5-7B", str(f)], capsys)
+    assert rc == 0 and out["operation"]["args"] == {"x": 222, "y": 516}  # type: ignore[index]
+
+
+def test_bad_image_side_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    parser = argparse.ArgumentParser(prog="mobagent")
+    register(parser.add_subparsers(dest="command"))
+    with pytest.raises(SystemExit) as err:
+        parser.parse_args(["llm", "parse", "--family", "uitars", "--image-side", "8", "-"])
+    assert err.value.code == 2 and "at least 32" in capsys.readouterr().err

@@ -262,3 +262,55 @@ def test_memory_is_shown_notes_progress_judge_and_settings(tmp_path: Path) -> No
     assert '<dd class="progress">PROGRESS shop A read; shop B remains</dd>' in page
     ep = load_run(run).episodes[0]
     assert ep.kept_notes[0].startswith("price A is $12.99") and ep.settings["planning"] == "call"
+
+
+def test_cost_per_episode_in_the_report_and_the_summary(tmp_path: Path) -> None:
+    """Priced calls: the episode's cost in the run's table, its own summary and each call's
+    row; the run's total; an unpriced episode says so instead of $0."""
+    import msgspec
+
+    from protocol.messages import LlmUsage
+
+    priced = EpisodeSpec("ep-priced", "emulator-5554", "Open Settings", 2)
+    free = EpisodeSpec("ep-free", "emulator-5556", "Open Battery", 1, base_ts=1_780_000_100.0)
+    costs = iter([0.0125, 0.0100, 0.0050])
+    msgs = [msgspec.structs.replace(m, cost_usd=next(costs)) if isinstance(m, LlmUsage) else m
+            for m in episode_messages(priced)]
+    assert next(costs, None) is None  # three priced calls: 2 steps + the final Stop
+    run = tmp_path / "run"
+    record_sync(run, msgs + episode_messages(free))
+    page = render_report(run).read_text()
+
+    table = page[page.index('<table class="episodes">'):]
+    table = table[:table.index("</table>")]
+    assert "<th class=\"n\">cost</th>" in table
+    rows = {r.split("</a>")[0].rsplit(">", 1)[-1]: r for r in table.split("<tr>")[2:]}
+    assert rows["ep-priced"].endswith('<td class="n">$0.0275</td></tr>')
+    assert rows["ep-free"].endswith('<td class="n">–</td></tr>')
+    assert "<dt>Cost</dt><dd>$0.0275</dd>" in page  # the run's total
+    article = page[page.index('data-episode="ep-priced"'):]
+    assert "<dt>Cost</dt><dd>$0.0275</dd>" in article[:article.index("</dl>")]
+    assert '<td class="n">$0.0125</td></tr>' in article  # the first call's row
+
+    # the recorder's episode.json carries it too
+    (priced_json,) = run.glob("*ep-priced*/episode.json")
+    (free_json,) = run.glob("*ep-free*/episode.json")
+    assert json.loads(priced_json.read_text())["cost_usd"] == pytest.approx(0.0275)
+    assert json.loads(free_json.read_text())["cost_usd"] == 0
+
+
+def test_watch_shows_the_cost_of_an_episode() -> None:
+    import msgspec
+
+    from protocol.messages import EpisodeFinished
+    from recording.events import human_line
+
+    topic = "mobagent/v1/devices/p1/events/episode_finished"
+    msg = EpisodeFinished(instruction_id="i1", status="failed", steps=4, cost_usd=0.0203,
+                          reason="cost cap of $0.02 reached: the LLM calls cost $0.0203")
+    assert "episode failed after 4 steps (i1), $0.0203: cost cap" in human_line(topic, msg)
+    free = msgspec.structs.replace(msg, cost_usd=0.0, status="succeeded", reason="")
+    assert "$" not in human_line(topic, free)
+    old = msgspec.json.decode(b'{"kind": "episode_finished", "instruction_id": "i", '
+                              b'"status": "succeeded"}', type=EpisodeFinished)
+    assert old.cost_usd == 0.0  # older senders still decode
