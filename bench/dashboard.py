@@ -21,7 +21,8 @@ second while that phone streamed (mean and max; the server promises at most
 dropped as stale (a newer frame replaced one still waiting for its browser) and those
 dropped because the downscaling queue was full, the phones' own frame rate on the bus, and
 the fleet's ratio (steps/s over N x one phone's rate at N = 1, measured once first) with and
-without the dashboard, and the cost: 1 - ratio_with / ratio_without. Writes
+without the dashboard, and the cost: 1 - ratio_with / ratio_without (``--repeats R``: R
+pairs in alternating order, pooled, each pair's cost listed too). Writes
 DIR/dashboard.json; the last printed line is one JSON object, per N.
 
 The browsers, the dashboard, the phones, mosquitto and the fleet all share this machine's
@@ -277,6 +278,31 @@ def browser_figures(browsers: list[dict[str, Any]], n: int, max_fps: float) -> d
     }
 
 
+def figures(n: int, pairs: list[tuple[dict[str, Any], dict[str, Any], dict[str, Any]]],
+            max_fps: float) -> dict[str, Any]:
+    """One N's figures over its (without, with, what the helpers saw) runs."""
+    dashes = [seen["dashboard"] for _, _, seen in pairs]
+    cpu, wall = sum(d["cpu_s"] for d in dashes), sum(d["window_s"] for d in dashes)
+    bus = [d["bus_fps_per_phone"] for d in dashes if d["bus_fps_per_phone"] is not None]
+    without = statistics.mean(a["ratio"] for a, _, _ in pairs)
+    with_ = statistics.mean(b["ratio"] for _, b, _ in pairs)
+    return {
+        "n": n, "repeats": len(pairs),
+        "dashboard_cpu_s_per_s": round(cpu / wall, 4) if wall > 0 else None,
+        "bus_fps_per_phone": round(statistics.mean(bus), 3) if bus else None,
+        **browser_figures([b for _, _, seen in pairs for b in seen["browsers"]], n, max_fps),
+        "frames_dropped_stale": sum(d["frames_dropped_stale"] for d in dashes),
+        "frames_dropped_queue_full": sum(d["frames_dropped_queue_full"] for d in dashes),
+        "ratio_without": round(without, 4), "ratio_with": round(with_, 4),
+        "ratio_cost": round(1 - with_ / without, 4) if without else None,
+        "ratio_cost_per_pair": [round(1 - b["ratio"] / a["ratio"], 4) if a["ratio"] else None
+                                for a, b, _ in pairs],
+        "errors": sum(a["errors"] + b["errors"] for a, b, _ in pairs),
+        "runs": [{"fleet_without": a, "fleet_with": b, "dashboard": seen["dashboard"]}
+                 for a, b, seen in pairs],
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == [ROLE_SERVE]:
@@ -295,6 +321,8 @@ def main(argv: list[str] | None = None) -> int:
                    help=f"dashboard.max_fps (default {defaults.max_fps:g})")
     p.add_argument("--thumb-side", type=int, default=defaults.thumb_side,
                    help=f"dashboard.thumb_side (default {defaults.thumb_side})")
+    p.add_argument("--repeats", type=int, default=1,
+                   help="without/with pairs per N, in alternating order (the figures pool them)")
     p.add_argument("--sim-procs", type=int, default=2,
                    help="run the phones in this many separate processes (0: in this process)")
     p.add_argument("--out", type=Path, default=Path("bench-out/dashboard"))
@@ -305,8 +333,8 @@ def main(argv: list[str] | None = None) -> int:
         p.error(f"--phones: expected numbers like 4,16, not {args.phones!r}")
     if not ns or ns[0] < 1 or ns[-1] > 64:
         p.error("--phones: each N must be between 1 and 64")
-    if args.browsers < 1 or args.steps < 1 or args.llm_delay < 0:
-        p.error("--browsers and --steps must be >= 1, --llm-delay >= 0")
+    if min(args.browsers, args.steps, args.repeats) < 1 or args.llm_delay < 0:
+        p.error("--browsers, --steps and --repeats must be >= 1, --llm-delay >= 0")
     import msgspec
 
     try:  # the config's own bounds (msgspec checks them on conversion, not construction)
@@ -356,27 +384,23 @@ def main(argv: list[str] | None = None) -> int:
                 one = [await fleet_run(1, url, [])]  # the ideal's step time, no dashboard
                 results["1-phone baseline"] = one[0]
                 for n in ns:
-                    without = await fleet_run(n, url, one)
-                    seen: dict[str, Any] = {}
-                    async with dashboard_open(url, args, seen):
-                        with_ = await fleet_run(n, url, one)
-                    dash = seen["dashboard"]
-                    results[str(n)] = {
-                        "n": n, "browsers": args.browsers,
-                        "dashboard_cpu_s_per_s": dash["cpu_s_per_s"],
-                        "dashboard": dash,
-                        "bus_fps_per_phone": dash["bus_fps_per_phone"],
-                        **browser_figures(seen["browsers"], n, args.max_fps),
-                        "frames_dropped_stale": dash["frames_dropped_stale"],
-                        "frames_dropped_queue_full": dash["frames_dropped_queue_full"],
-                        "ratio_without": without["ratio"], "ratio_with": with_["ratio"],
-                        "steps_per_s_without": without["steps_per_s"],
-                        "steps_per_s_with": with_["steps_per_s"],
-                        "ratio_cost": (round(1 - with_["ratio"] / without["ratio"], 4)
-                                       if without["ratio"] else None),
-                        "errors": without["errors"] + with_["errors"],
-                        "fleet_without": without, "fleet_with": with_,
-                    }
+                    pairs: list[tuple[dict[str, Any], dict[str, Any], dict[str, Any]]] = []
+                    for rep in range(args.repeats):
+                        seen: dict[str, Any] = {}
+
+                        async def opened(n: int = n, seen: dict[str, Any] = seen
+                                         ) -> dict[str, Any]:
+                            async with dashboard_open(url, args, seen):
+                                return await fleet_run(n, url, one)
+
+                        if rep % 2 == 0:  # alternate the order: a drift in the machine's
+                            without = await fleet_run(n, url, one)  # load favours neither
+                            with_ = await opened()
+                        else:
+                            with_ = await opened()
+                            without = await fleet_run(n, url, one)
+                        pairs.append((without, with_, seen))
+                    results[str(n)] = figures(n, pairs, args.max_fps)
 
             async def all_runs() -> None:
                 if broker is not None:
@@ -409,7 +433,8 @@ def main(argv: list[str] | None = None) -> int:
               f"{r['ratio_with']:>8.3f} "
               f"{float('nan') if cost is None else 100 * cost:>6.1f}% {r['errors']:>6}")
     meta = {"workload": "bench/fleet.py swipes (agent loop)", "llm_delay_s": args.llm_delay,
-            "steps_per_phone": args.steps, "browsers": args.browsers, "max_fps": args.max_fps,
+            "steps_per_phone": args.steps, "browsers": args.browsers, "repeats": args.repeats,
+            "max_fps": args.max_fps,
             "thumb_side": args.thumb_side, "sim_procs": args.sim_procs,
             "broker": "mosquitto" if broker is not None else "embedded amqtt",
             "cores": os.cpu_count(), "load_average_at_end": os.getloadavg()}
@@ -418,7 +443,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"wrote {args.out / 'dashboard.json'}")
     keys = ("dashboard_cpu_s_per_s", "fps_per_browser_phone_mean", "fps_per_browser_phone_max",
             "max_fps", "cap_held", "frames_dropped_stale", "frames_dropped_queue_full",
-            "bus_fps_per_phone", "ratio_without", "ratio_with", "ratio_cost", "errors")
+            "bus_fps_per_phone", "ratio_without", "ratio_with", "ratio_cost",
+            "ratio_cost_per_pair", "errors")
     print(json.dumps({str(r["n"]): {k: r[k] for k in keys} for r in per_n}))
     return 0
 

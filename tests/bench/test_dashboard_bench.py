@@ -44,14 +44,15 @@ def test_a_tiny_run_reports_per_n_and_keeps_the_cap(tmp_path: Path) -> None:
                         "fps_per_browser_phone_max", "max_fps", "cap_held",
                         "frames_dropped_stale", "frames_dropped_queue_full",
                         "bus_fps_per_phone", "ratio_without", "ratio_with", "ratio_cost",
-                        "errors"}
+                        "ratio_cost_per_pair", "errors"}
     assert got["errors"] == 0 and got["max_fps"] == 0.5 and got["cap_held"] is True
     assert got["dashboard_cpu_s_per_s"] > 0 and got["ratio_without"] > 0 < got["ratio_with"]
     res = json.loads((tmp_path / "dashboard.json").read_text())["results"]
     assert set(res) == {"1-phone baseline", "2"}
     two = res["2"]
     assert two["phones_seen_per_browser"] == "2/2"  # every browser saw every phone's screen
-    dash = two["dashboard"]
+    assert two["repeats"] == 1 and len(two["ratio_cost_per_pair"]) == 1
+    dash = two["runs"][0]["dashboard"]
     assert dash["feeds"] == 2 and dash["frames_in"] >= 2 * 4  # a Frame per step at least
     # Every frame a browser got went through the server's gate (the last few may still have
     # been on their way when the browsers closed).
