@@ -2,7 +2,7 @@
 step a span per request (capture, perception, action, reflection) and per LLM call.
 
 ``telemetry.otlp_endpoint`` (off by default) names an OTLP/HTTP traces endpoint (Jaeger,
-an OpenTelemetry collector, Arize Phoenix, Langfuse: docs/telemetry.md). ``Tracing`` owns
+an OpenTelemetry collector, Arize Phoenix, Langfuse: docs/dashboard.md). ``Tracing`` owns
 its own ``TracerProvider`` (never the process-global one) with a batch processor, so a
 slow collector never blocks a step; when off, its tracer is the API's no-op one and every
 id is empty. The current span travels in a contextvar (the OTel API's), and ``span_ids()``

@@ -213,6 +213,29 @@ def agent_worker(llm: Any, services: Any, stats: RunStats, llm_delay: float, ste
     return fleet_worker(make_agent)
 
 
+class SwipesScript:
+    """The swipes workload's scripted model: per job, ``steps`` alternating swipes, then Stop,
+    each after ``delay_s``. ``reset()`` forgets the jobs (a rerun reuses their ids)."""
+
+    JOB = re.compile(r"job (bench-\d+-\d+)")
+
+    def __init__(self, steps: int, delay_s: float) -> None:
+        self.steps, self.delay_s = steps, delay_s
+        self.per_job: dict[str, int] = {}
+
+    def reset(self) -> None:
+        self.per_job.clear()
+
+    def answer(self, req: Any) -> Any:
+        from bench.openai_loopback import Behaviour, planner_reply
+
+        m = self.JOB.search("\n".join(req.texts()))
+        job = m.group(1) if m else "?"
+        k = self.per_job[job] = self.per_job.get(job, 0) + 1
+        action = "Stop" if k > self.steps else ("Swipe (left)" if k % 2 else "Swipe (right)")
+        return Behaviour.reply(planner_reply(action), delay_s=self.delay_s)
+
+
 # ---- --workload mobile-eval: the stand-in model -----------------------------------------
 
 JOB_RE = re.compile(r"\(job (bench-[\w-]+)\)")
@@ -738,8 +761,7 @@ def main(argv: list[str] | None = None) -> int:
     counter = {"i": 0}
     model = StandInModel(args.llm_delay)
 
-    per_job: dict[str, int] = {}
-    job_re = re.compile(r"job (bench-\d+-\d+)")
+    swipes = SwipesScript(args.steps, args.llm_delay)
 
     def policy(req: RecordedRequest) -> Behaviour:
         counter["i"] += 1
@@ -748,11 +770,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.loop == "own":
             x, y = 100 + counter["i"] % 800, 300 + counter["i"] % 1500
             return Behaviour.reply(planner_reply(f"Tap ({x}, {y})"), delay_s=args.llm_delay)
-        m = job_re.search("\n".join(req.texts()))
-        job = m.group(1) if m else "?"
-        k = per_job[job] = per_job.get(job, 0) + 1
-        action = "Stop" if k > args.steps else ("Swipe (left)" if k % 2 else "Swipe (right)")
-        return Behaviour.reply(planner_reply(action), delay_s=args.llm_delay)
+        return swipes.answer(req)
 
     if eval_load:
         print("the phones run Mobile-Eval-sim tasks through the agent loop with real "

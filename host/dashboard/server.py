@@ -170,11 +170,13 @@ def access_for(settings: DashboardSettings) -> Access:
 
 async def run_dashboard(
     cfg: RuntimeConfig, settings: DashboardSettings, *, address: BrokerAddress | None = None,
+    dashboard: Dashboard | None = None,
     task_status: TaskStatus[str] = anyio.TASK_STATUS_IGNORED,
 ) -> None:
-    """Serve the dashboard until cancelled; ``task_status.started`` gets the page's URL."""
+    """Serve the dashboard until cancelled; ``task_status.started`` gets the page's URL.
+    ``dashboard``: the state and hub to serve (bench/dashboard.py reads its counters)."""
     access = access_for(settings)
-    dash = Dashboard(settings)
+    dash = dashboard or Dashboard(settings)
     sock = listen(settings.bind, settings.port)
     port = int(sock.getsockname()[1])
     async with Bus(cfg.bus, address or configured_address(cfg),
