@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import anyio
 import anyio.lowlevel
+import msgspec
+import numpy as np
 import pytest
 
 from actors.capture import CaptureActor, Captured
@@ -14,7 +16,7 @@ from actors.planner import ScriptedPolicy
 from actors.priority import PriorityPool
 from actors.rpc import DeviceRegistry
 from devices.adb import AdbDevice
-from protocol.messages import ActionDone, Grounded, GroundRequest, Plan
+from protocol.messages import ActionDone, Frame, Grounded, GroundRequest, Plan
 from protocol.operations import Back, ClickText, OpenApp
 from tests.agent.conftest import SimDevice, fast_settings, run_episode
 from tests.fixtures.mosquitto import MosquittoBroker
@@ -111,24 +113,33 @@ async def test_a_queued_speculative_read_is_dropped_and_grounding_does_not_wait_
     assert sum(after.values()) - sum(before.values()) == 1 and actor.speculated == 0
 
 
-@pytest.mark.needs_adb
 async def test_the_plan_event_drops_the_queued_read_only_when_it_needs_no_text(
     shared_perception: PerceptionActor,
 ) -> None:
-    actor = PerceptionActor(shared_perception.perception)
+    actor = PerceptionActor(shared_perception.perception, workers=1)
     service = PerceptionService(None, DeviceRegistry(), FrameStore(2), actor)  # type: ignore[arg-type]
-    dropped: list[tuple[str, str, int]] = []
-    actor.drop_speculation = lambda d, e="", s=0: dropped.append((d, e, s)) or True  # type: ignore[method-assign]
+    frame = Frame(device="p", episode_id="e", step=3, frame_id="f-1", sha256="f", width=8,
+                  height=8, format="png", data=b"")
     plan = Plan(device="p", episode_id="e", step=3, observation="", thought="", action="")
-    assert not service.wants(Plan(**{**_fields(plan), "operation": ClickText("Display")}))
-    assert not service.wants(Plan(**{**_fields(plan), "operation": None}))
-    assert dropped == []
-    assert not service.wants(Plan(**{**_fields(plan), "operation": Back()}))
-    assert dropped == [("p", "e", 3)]
+    await actor.pool.acquire(urgent=False)
+    got: list[bool] = []
 
+    async def speculate() -> None:
+        got.append(await actor.speculate(Captured(frame, np.zeros((8, 8, 3), np.uint8), 0, 0),
+                                         "p"))
 
-def _fields(plan: Plan) -> dict[str, object]:
-    return {f: getattr(plan, f) for f in plan.__struct_fields__}
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(speculate)
+        await _settle()
+        for op in (ClickText("Display"), None):  # it reads text, or nothing parsed
+            assert not service.wants(msgspec.structs.replace(plan, operation=op))
+        assert not service.wants(msgspec.structs.replace(plan, step=2, operation=Back()))
+        await _settle()
+        assert got == [] and actor.dropped == 0
+        assert not service.wants(msgspec.structs.replace(plan, operation=Back()))
+        await _settle()
+        assert got == [False] and actor.dropped == 1
+    actor.pool.release(urgent=False)
 
 
 @pytest.mark.needs_adb
