@@ -51,6 +51,10 @@ class AgentSettings(Section):
     max_not_complete: Annotated[int, Meta(ge=0)] = 3  # "not complete" answers before giving up
     ocr_hints: bool = False  # OCR lines of the current frame in the planner prompt
     speculative_ocr: bool = True  # read each new frame while the planner waits for the LLM
+    # ... but leave a whole-frame read (most of the screen changed) to the grounding that
+    # needs it: a step whose plan reads no text (Back, Type, Open app) then costs no OCR,
+    # and a Click text after a page change waits for the read (docs/perception.md)
+    lazy_ocr: bool = False
     completion_check: bool = True  # ask the reflector LLM before accepting Stop
     approval: bool = False  # sensitive operations wait for Approve on the control topic
     sensitive_patterns: list[str] = msgspec.field(default_factory=lambda: list(DEFAULT_SENSITIVE))

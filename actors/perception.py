@@ -1,10 +1,19 @@
 """The perception actor: grounds ``Click text`` / ``Click icon`` / ``Long press`` targets.
 
-One ``Perception`` (models/grounding.py) serves every device of a host; a semaphore
-bounds how many frames it works on at once (OCR is CPU-bound; more threads than cores
-only queue). Results are cached per frame (Perception caches OCR and proposals by frame
-id), so the speculative OCR started on each new frame while the planner waits for the LLM
-makes the later grounding of that frame nearly free.
+One ``Perception`` (models/grounding.py) serves every device of a host; a pool of
+``workers`` slots bounds how many frames it works on at once (OCR is CPU-bound; more
+threads than cores only queue). Results are cached per frame (Perception caches OCR and
+proposals by frame id), so the speculative OCR started on each new frame while the planner
+waits for the LLM makes the later grounding of that frame nearly free.
+
+The speculative read is background work (``actors/priority.py``): it starts only on a free
+slot with no grounding waiting, a grounding request never queues behind it (and waits for
+it only when it reads that request's own frame), and a read still queued is dropped when a
+newer frame of its phone arrives or the phone's plan for that frame needs no text (Back,
+Type, Open app, ...). With ``agent.lazy_ocr`` it also leaves a whole-frame read (the screen
+changed over more than half its height) to the grounding that needs it, so a step whose
+plan reads no text costs no whole-frame OCR; band re-reads of a frame that changed little
+are still done ahead.
 
 ``PerceptionActor`` is the engine; ``PerceptionService`` is the host-level actor on the bus.
 It answers each ``GroundRequest`` (``devices/{serial}/requests/ground_request``) with
@@ -28,6 +37,7 @@ import structlog
 
 from actors.capture import Captured
 from actors.frames import FrameStore
+from actors.priority import PriorityPool
 from actors.rpc import DeviceEntry, DeviceRegistry, ServiceActor
 from models.grounding import Ambiguous as GAmbiguous
 from models.grounding import Grounded as GGrounded
@@ -42,6 +52,7 @@ from protocol.messages import (
     GroundRequest,
     Msg,
     NotFound,
+    Plan,
     TextLine,
 )
 from protocol.operations import (
@@ -60,6 +71,11 @@ log = structlog.get_logger(__name__)
 
 GroundAnswer = Grounded | Ambiguous | NotFound
 T = TypeVar("T")
+
+
+def needs_text(op: Operation) -> bool:
+    """Whether grounding ``op`` reads the frame's OCR (a point snaps to the lines too)."""
+    return isinstance(op, ClickText | LongPress | TapPoint | LongPressPoint)
 
 
 def _box(b: tuple[float, float, float, float]) -> Box:
@@ -91,14 +107,19 @@ class PerceptionActor:
     def __init__(
         self, perception: Perception | None = None, *,
         settings: PerceptionSettings | None = None, workers: int = 1,
+        speculation_priority: bool = True,
     ) -> None:
         try:
             self.perception = perception or Perception(settings)
         except ProviderError as exc:  # perception.providers names a missing accelerator
             raise ConfigError(str(exc)) from exc
         self.timeout_s = self.perception.settings.timeout_s
-        self._slots = anyio.Semaphore(max(1, workers))
-        self.speculated = 0
+        # speculation_priority=False: one FIFO queue (the old semaphore), for benchmarks
+        self.pool = PriorityPool(workers, priority=speculation_priority)
+        self._queued: dict[str, tuple[str, int, anyio.CancelScope]] = {}  # device -> (episode, step, scope)
+        self._reading: dict[str, anyio.Event] = {}  # frame sha -> its speculative read, running
+        self.speculated = 0  # speculative reads done
+        self.dropped = 0  # speculative reads given up while queued (superseded, not needed)
         self.meter = PerceptionMeter()
 
     async def _off_loop(self, device: str, fn: Callable[[], T]) -> T:
@@ -116,28 +137,79 @@ class PerceptionActor:
         with anyio.fail_after(self.timeout_s):
             return await anyio.to_thread.run_sync(measured, abandon_on_cancel=True)
 
+    async def _own_frame_read(self, sha: str) -> None:
+        """Wait for a speculative read of this very frame already running: its result is
+        the cache hit, and reading the frame a second time beside it would cost twice."""
+        running = self._reading.get(sha)
+        if running is not None:
+            with anyio.fail_after(self.timeout_s):
+                await running.wait()
+
     async def read_lines(self, captured: Captured, device: str = "") -> list[TextLine]:
-        """The OCR lines of the frame with their boxes, under the worker limit (cached per
-        frame, so a frame speculated on is read once)."""
+        """The OCR lines of the frame with their boxes, in the pool as urgent work (cached
+        per frame, so a frame speculated on is read once)."""
         p, sha = self.perception, captured.frame.sha256
-        async with self._slots:
+        await self._own_frame_read(sha)
+        async with self.pool.slot(urgent=True):
             res = await self._off_loop(device, lambda: p.read_text(
                 captured.rgb, frame_id=sha, device=device or None))
         return [TextLine(ln.text, _box(ln.box)) for ln in res.lines]
 
-    async def speculate(self, captured: Captured, device: str = "") -> None:
-        """OCR the frame now, off the critical path; failures only cost the cache hit."""
+    async def speculate(self, captured: Captured, device: str = "", *,
+                        lazy: bool = False) -> bool:
+        """OCR the frame as background work; whether it was read. While it waits for a slot
+        ``drop_speculation`` gives it up; with ``lazy`` a whole-frame read is left to the
+        grounding that needs it. Failures only cost the cache hit."""
+        frame, p, sha = captured.frame, self.perception, captured.frame.sha256
+        previous = self._queued.get(device)
+        if previous is not None:  # one queued read per phone: the newest frame's
+            previous[2].cancel()
+        with anyio.CancelScope() as queued:
+            self._queued[device] = (frame.episode_id, frame.step, queued)
+            try:
+                await self.pool.acquire(urgent=False)
+            finally:
+                mine = self._queued.get(device)
+                if mine is not None and mine[2] is queued:
+                    del self._queued[device]
+        if queued.cancelled_caught:
+            self.dropped += 1
+            return False
         try:
-            await self.read_lines(captured, device)
-            self.speculated += 1
+            if sha in self._reading:
+                return False  # this frame is being read already
+            self._reading[sha] = done = anyio.Event()
+            try:
+                read = await self._off_loop(device, lambda: (
+                    p.read_text_unless_full(captured.rgb, frame_id=sha, device=device) if lazy
+                    else p.read_text(captured.rgb, frame_id=sha, device=device or None)))
+            finally:
+                del self._reading[sha]
+                done.set()
         except Exception as exc:  # best effort: the real request reports its own error
             log.debug("speculative_ocr_failed", error=f"{type(exc).__name__}: {exc}")
+            return False
+        finally:
+            self.pool.release(urgent=False)
+        self.speculated += read is not None
+        return read is not None
+
+    def drop_speculation(self, device: str, episode_id: str = "", step: int = 0) -> bool:
+        """Give up the phone's speculative read still waiting for a slot (of that episode
+        step, when given); one already running finishes (a thread cannot be stopped)."""
+        queued = self._queued.get(device)
+        if queued is None or (step and (queued[0], queued[1]) != (episode_id, step)):
+            return False
+        queued[2].cancel()
+        return True
 
     async def ground(self, req: GroundRequest, captured: Captured) -> GroundAnswer:
         """The answer to ``req`` on ``captured`` (which must be the frame it names)."""
         op = req.operation
         t0 = time.perf_counter()
-        async with self._slots:
+        if needs_text(op):
+            await self._own_frame_read(captured.frame.sha256)
+        async with self.pool.slot(urgent=True):
             result = await self._ground(op, captured, req.device, req.snap_radius_px)
         took = time.perf_counter() - t0
         self.meter.add_ground(took)
@@ -211,6 +283,11 @@ class PerceptionService(ServiceActor):
         if isinstance(msg, Frame):
             self._maybe_speculate(msg)
             return False
+        if isinstance(msg, Plan):  # a step that reads no text needs no read of its frame
+            if msg.operation is not None and not needs_text(msg.operation) \
+                    and self.engine.drop_speculation(msg.device, msg.episode_id, msg.step):
+                log.debug("speculative_ocr_dropped", reason="the plan needs no text")
+            return False
         return isinstance(msg, GroundRequest)
 
     def _maybe_speculate(self, frame: Frame) -> None:
@@ -231,8 +308,9 @@ class PerceptionService(ServiceActor):
                 return  # a newer frame of this phone is what will be grounded
             got, rgb = await self.frames.rgb(frame.frame_id, frame.device)
             with anyio.fail_after(self.serve_timeout_s):
-                await self.engine.speculate(Captured(got, rgb, 0.0, 0.0), frame.device)
-            self.speculated += 1
+                read = await self.engine.speculate(Captured(got, rgb, 0.0, 0.0), frame.device,
+                                                   lazy=entry.settings.lazy_ocr)
+            self.speculated += read
         except Exception as exc:  # best effort: the real request reports its own error
             log.debug("speculative_ocr_failed", error=f"{type(exc).__name__}: {exc}")
         finally:

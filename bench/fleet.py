@@ -22,7 +22,11 @@ LLM time and the settle wait. It adds per N: perception CPU seconds per step (p5
 the CPU time of perception's worker threads, attributed to the phone's next step), OCR
 reads per step (whole frame, changed bands only, unchanged frame, frame already read),
 grounding latency (p50, p95, at the perception service) and SU; and the tasks whose SU
-differs from N = 1.
+differs from N = 1. ``--levers none,lazy,priority,both`` runs each N once per perception
+lever variant, side by side (``priority``, the default and the agent's: the speculative read
+at low priority in perception's pool; ``lazy``: ``agent.lazy_ocr`` on, the pool one FIFO
+queue; ``both``; ``none``: neither, as before the levers); the rows and the last line's keys
+are then ``VARIANT/N``, each variant's ratio against its own N = 1.
 
 ``--loop agent`` (the default) runs the agent loop: ``actors.episode.DeviceAgent`` per phone
 under the fleet, its capture, actuator and reflector requests answered by the host's agent
@@ -104,12 +108,21 @@ class RunStats:
     screenshots: int = 0  # the phones' CPU per screenshot is sim_cpu_s / screenshots
     # --workload mobile-eval
     perception_cpu_s: list[float] = field(default_factory=list)  # per step
-    ocr_runs: dict[str, int] = field(default_factory=dict)  # full | band | unchanged | cached
+    # full | band | unchanged | cached | deferred (lazy OCR left a whole-frame read undone)
+    ocr_runs: dict[str, int] = field(default_factory=dict)
     ground_s: list[float] = field(default_factory=list)
     episodes: list[dict[str, Any]] = field(default_factory=list)  # task, SU, status, steps
     busy_s: dict[str, float] = field(default_factory=dict)  # per phone: wall minus task set-up
     speculated: int = 0
     speculation_skipped: int = 0
+    speculation_dropped: int = 0  # queued reads given up: a newer frame, a plan needing no text
+    ground_overflows: int = 0  # groundings that started beside a speculative read
+    levers: str = ""  # mobile-eval: the --levers variant this run is
+
+
+# --levers: the perception levers each variant runs with (agent.lazy_ocr, speculation priority)
+LEVERS = {"priority": (False, True), "none": (False, False), "lazy": (True, False),
+          "both": (True, True)}  # "priority" is the agent's default
 
 
 class TimedDevice:
@@ -542,7 +555,7 @@ def assignments(tasks: list[Any], serials: list[str], per_phone: int) -> dict[st
 
 
 async def run_n_eval(n: int, args: argparse.Namespace, adb_port: int, llm_url: str,
-                     broker_url: str, model: StandInModel) -> RunStats:
+                     broker_url: str, model: StandInModel, levers: str = "priority") -> RunStats:
     """--workload mobile-eval: Mobile-Eval-sim tasks through the real actors with real
     perception on N in-process simulated phones (the oracle and the scoring read their
     state), the stand-in model answering."""
@@ -562,17 +575,19 @@ async def run_n_eval(n: int, args: argparse.Namespace, adb_port: int, llm_url: s
     from runtime.config import BusConfig
     from sim.fleet import SimFleet
 
-    stats = RunStats(n)
+    stats = RunStats(n, levers=levers)
+    lazy, priority = LEVERS[levers]
     tasks = [cls(args.seed) for cls in select_tasks(args.tasks)]
     fleet_sim = await anyio.to_thread.run_sync(lambda: SimFleet(
         n, seed=args.seed, profile="realistic", adb_port=adb_port).start())
     serials = fleet_sim.serials
     plan = assignments(tasks, serials, args.episodes)
     settings = AgentSettings(completion_check=False, ocr_hints=False,
-                             speculative_ocr=not args.no_speculation,
+                             speculative_ocr=not args.no_speculation, lazy_ocr=lazy,
                              perception_workers=args.perception_workers)
     perception = PerceptionActor(settings=PerceptionSettings(
-        ocr=OcrSettings(threads=args.ocr_threads)), workers=args.perception_workers)
+        ocr=OcrSettings(threads=args.ocr_threads)), workers=args.perception_workers,
+        speculation_priority=priority)
     llm_client = LLMClient(LLMSettings(
         base_url=llm_url, api_key="bench-key",
         models=RoleModels(planner="bench", chooser="bench", reflector="bench"),
@@ -653,6 +668,8 @@ async def run_n_eval(n: int, args: argparse.Namespace, adb_port: int, llm_url: s
             stats.ground_s = list(perception.meter.ground_s)
             stats.speculated = services.perception.speculated
             stats.speculation_skipped = services.perception.skipped
+            stats.speculation_dropped = perception.dropped
+            stats.ground_overflows = perception.pool.overflows
             tg.cancel_scope.cancel()
     finally:
         await anyio.to_thread.run_sync(fleet_sim.stop)
@@ -720,11 +737,20 @@ def main(argv: list[str] | None = None) -> int:
                         "1 lets the bench count all of perception's CPU)")
     p.add_argument("--no-speculation", action="store_true",
                    help="mobile-eval: agent.speculative_ocr off")
+    p.add_argument("--levers", default="priority",
+                   help="mobile-eval: perception lever variants, comma-separated, each run at "
+                        "every N (interleaved): priority (the speculative read at low priority: "
+                        "the agent's default), lazy (agent.lazy_ocr, FIFO pool), both, none")
     p.add_argument("--out", type=Path, default=Path("bench-out/fleet"))
     args = p.parse_args(argv)
     eval_load = args.workload == "mobile-eval"
     if eval_load and (args.loop != "agent" or args.phone != "sim"):
         p.error("--workload mobile-eval runs the agent loop on rendered simulated phones")
+    variants = [v.strip() for v in args.levers.split(",") if v.strip()]
+    if not variants or any(v not in LEVERS for v in variants) or len(set(variants)) < len(variants):
+        p.error(f"--levers: distinct names from {', '.join(LEVERS)}, not {args.levers!r}")
+    if len(variants) > 1 and not eval_load:
+        p.error("--levers: only with --workload mobile-eval")
     if args.episodes < 1 or args.perception_workers < 1 or args.ocr_threads < 0:
         p.error("--episodes and --perception-workers must be >= 1, --ocr-threads >= 0")
     try:
@@ -803,15 +829,19 @@ def main(argv: list[str] | None = None) -> int:
                     from runtime.config import BrokerConfig
 
                     async with embedded_broker(BrokerConfig(port=0)) as addr:
-                        for n in ns:
-                            results.append(summarise(await one(n, addr.url), results))
+                        await every(addr.url)
                     return
-                for n in ns:
-                    results.append(summarise(await one(n, url), results))
+                await every(url)
 
-            async def one(n: int, url: str) -> RunStats:
+            async def every(url: str) -> None:
+                for n in ns:  # the variants side by side at each N: the same machine load
+                    for v in variants:
+                        same = [r for r in results if r.get("levers") == v]
+                        results.append(summarise(await one(n, url, v), same))
+
+            async def one(n: int, url: str, levers: str) -> RunStats:
                 if eval_load:
-                    return await run_n_eval(n, args, adb_port, srv.base_url, url, model)
+                    return await run_n_eval(n, args, adb_port, srv.base_url, url, model, levers)
                 return await run_n(n, args, adb_port, srv.base_url, url)
 
             anyio.run(all_runs)
@@ -822,29 +852,33 @@ def main(argv: list[str] | None = None) -> int:
         if adb:
             subprocess.run([adb, "-P", str(adb_port), "kill-server"], capture_output=True,
                            check=False)
-    print(f"{'N':>3} {'steps/s':>8} {'ideal':>8} {'ratio':>6} {'ovh p50':>8} {'ovh p95':>8} "
+    def label(r: dict[str, Any]) -> str:  # N, and the lever variant when there are several
+        return f"{r['levers']}/{r['n']}" if len(variants) > 1 else str(r["n"])
+
+    print(f"{'N':>10} {'steps/s':>8} {'ideal':>8} {'ratio':>6} {'ovh p50':>8} {'ovh p95':>8} "
           f"{'cpu%':>6} {'sim%':>6} {'ms/shot':>7} {'errors':>6} {'fair(min/max)':>13}")
     for r in results:
-        print(f"{r['n']:>3} {r['steps_per_s']:>8.3f} {r['ideal_steps_per_s']:>8.3f} "
+        print(f"{label(r):>10} {r['steps_per_s']:>8.3f} {r['ideal_steps_per_s']:>8.3f} "
               f"{r['ratio']:>6.3f} {r['overhead_p50_s']:>8.3f} {r['overhead_p95_s']:>8.3f} "
               f"{r['cpu_percent']:>6.0f} {r['sim_cpu_percent']:>6.0f} "
               f"{r['phone_cpu_ms_per_shot'] or float('nan'):>7.1f} {r['errors']:>6} "
               f"{r['fairness']:>13}")
     if eval_load:
-        print(f"\n{'N':>3} {'perc cpu p50':>12} {'mean':>6} {'OCR/step: full':>14} {'band':>5} "
-              f"{'unch':>5} {'cached':>6} {'ground p95':>10} {'SU':>5} {'episodes':>8}")
+        print(f"\n{'N':>10} {'perc cpu p50':>12} {'mean':>6} {'OCR/step: full':>14} {'band':>5} "
+              f"{'unch':>5} {'cached':>6} {'defer':>5} {'ground p95':>10} {'SU':>5} "
+              f"{'episodes':>8}")
         for r in results:
             o = r["ocr_runs_per_step"]
-            print(f"{r['n']:>3} {r['perception_cpu_s_p50']:>12.3f} "
+            print(f"{label(r):>10} {r['perception_cpu_s_p50']:>12.3f} "
                   f"{r['perception_cpu_s_mean']:>6.3f} {o['full']:>14.2f} {o['band']:>5.2f} "
-                  f"{o['unchanged']:>5.2f} {o['cached']:>6.2f} {r['ground_p95_s']:>10.3f} "
-                  f"{r['SU']:>5.2f} {r['episodes']:>8}")
-        base = next((r for r in results if r["n"] == 1), None)
+                  f"{o['unchanged']:>5.2f} {o['cached']:>6.2f} {o['deferred']:>5.2f} "
+                  f"{r['ground_p95_s']:>10.3f} {r['SU']:>5.2f} {r['episodes']:>8}")
         for r in results:
+            base = next((b for b in results if b["n"] == 1 and b["levers"] == r["levers"]), None)
             if base is not None and r is not base:
                 diff = su_differences(base, r)
                 if diff:
-                    print(f"SU differs at N={r['n']} from N=1: {'; '.join(diff)}")
+                    print(f"SU differs at N={label(r)} from N=1: {'; '.join(diff)}")
     meta = {"workload": args.workload, "llm_delay_s": args.llm_delay,
             "steps_per_phone": None if eval_load else args.steps, "phone": args.phone,
             "broker": "mosquitto" if broker_url else "embedded amqtt",
@@ -858,6 +892,8 @@ def main(argv: list[str] | None = None) -> int:
                      "episodes_per_phone": args.episodes, "seed": args.seed,
                      "perception_workers": args.perception_workers,
                      "ocr_threads": args.ocr_threads, "speculative_ocr": not args.no_speculation,
+                     "levers": {v: dict(zip(("lazy_ocr", "speculation_priority"), LEVERS[v],
+                                            strict=True)) for v in variants},
                      "sim_procs": 0, "stand_in_unmatched_calls": model.unmatched})
     (args.out / "fleet.json").write_text(json.dumps({"meta": meta, "results": results}, indent=2))
     plotted = plot(results, args.out / "fleet.png")
@@ -866,7 +902,7 @@ def main(argv: list[str] | None = None) -> int:
     keys = ("ratio", "overhead_p95_s") + (
         ("perception_cpu_s_mean", "perception_cpu_s_p50", "ground_p95_s", "SU") if eval_load
         else ())
-    print(json.dumps({str(r["n"]): {k: r[k] for k in keys} for r in results}))
+    print(json.dumps({label(r): {k: r[k] for k in keys} for r in results}))
     return 0
 
 
@@ -920,7 +956,7 @@ def summarise(s: RunStats, previous: list[dict[str, Any]]) -> dict[str, Any]:
             "perception_cpu_s_mean": round(statistics.mean(s.perception_cpu_s), 4)
             if s.perception_cpu_s else None,
             "ocr_runs_per_step": {k: round(s.ocr_runs.get(k, 0) / n_steps, 3)
-                                  for k in ("full", "band", "unchanged", "cached")},
+                                  for k in ("full", "band", "unchanged", "cached", "deferred")},
             "ground_p50_s": round(pct(s.ground_s, 50), 4),
             "ground_p95_s": round(pct(s.ground_s, 95), 4), "groundings": len(s.ground_s),
             "SU": round(statistics.mean(e["SU"] for e in s.episodes), 4) if s.episodes else None,
@@ -928,9 +964,11 @@ def summarise(s: RunStats, previous: list[dict[str, Any]]) -> dict[str, Any]:
             "episode_outcomes": {st: sum(1 for e in s.episodes if e["status"] == st)
                                  for st in sorted({e["status"] for e in s.episodes})},
             "speculated": s.speculated, "speculation_skipped": s.speculation_skipped,
+            "speculation_dropped": s.speculation_dropped, "ground_overflows": s.ground_overflows,
+            "levers": s.levers,
             "episode_results": s.episodes,
         })
-    print(f"N={s.n}: {r['steps_per_s']} steps/s, ratio {r['ratio']}, overhead p95 "
+    print(f"N={s.n}{f' ({s.levers})' if s.levers else ''}: {r['steps_per_s']} steps/s, ratio {r['ratio']}, overhead p95 "
           f"{r['overhead_p95_s']} s, errors {r['errors']}", flush=True)
     return r
 

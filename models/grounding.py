@@ -617,8 +617,9 @@ class Perception:
         # By frame hash: the work needs the pixels, so the cache is a map, not lru_cache.
         self._ocr_results: LRUCache[str, OcrResult] = LRUCache(max(1, self.settings.cache_frames))
         self._proposals: LRUCache[str, list[Proposal]] = LRUCache(max(1, self.settings.cache_frames))
-        # OCR reads by (device, kind): full | band | unchanged (models.ocr.OcrCache) or
-        # cached (this frame was read before, e.g. speculatively); for meters and benches.
+        # OCR reads by (device, kind): full | band | unchanged (models.ocr.OcrCache),
+        # cached (this frame was read before, e.g. speculatively) or deferred (a whole-frame
+        # read read_text_unless_full left undone); for meters and benches.
         self.ocr_runs: Counter[tuple[str, str]] = Counter()
 
     # lazily built parts: constructing the OCR sessions costs about a second
@@ -665,7 +666,20 @@ class Perception:
         bgr = to_bgr(image)
         return self._read_text(bgr, frame_id or frame_hash(bgr), device)
 
+    def read_text_unless_full(self, image: ImageInput, *, frame_id: str | None = None,
+                              device: str) -> OcrResult | None:
+        """``read_text`` when the frame is cached, unchanged or takes a band re-read; None
+        (counted as ``deferred``, nothing read) when it would take a whole-frame read."""
+        bgr = to_bgr(image)
+        return self._read(bgr, frame_id or frame_hash(bgr), device, whole=False)
+
     def _read_text(self, bgr: np.ndarray, key: str, device: str | None) -> OcrResult:
+        got = self._read(bgr, key, device, whole=True)
+        assert got is not None
+        return got
+
+    def _read(self, bgr: np.ndarray, key: str, device: str | None,
+              whole: bool) -> OcrResult | None:
         with self._lock:
             hit = self._ocr_results.get(key)
         if hit is not None:
@@ -677,7 +691,11 @@ class Perception:
                 if self._ocr_cache is None:
                     self._ocr_cache = OcrCache(self.ocr_engine)
                 cache = self._ocr_cache
-            result, kind = cache.read(bgr, device)
+            got = cache.read(bgr, device) if whole else cache.read_unless_full(bgr, device)
+            if got is None:
+                self._count(device, "deferred")
+                return None
+            result, kind = got
         else:
             result = self.ocr_engine.run_bgr(bgr)
         self._remember(self._ocr_results, key, result)

@@ -566,27 +566,38 @@ class OcrCache:
     def read(self, image: ImageInput, device: str) -> tuple[OcrResult, OcrRun]:
         """The frame's OCR and what it took: ``full`` (the whole frame read), ``band``
         (only the changed bands) or ``unchanged`` (nothing read: the previous result)."""
-        bgr = to_bgr(image)
+        got = self._read(to_bgr(image), device, whole=True)
+        assert got is not None
+        return got
+
+    def read_unless_full(self, image: ImageInput, device: str) -> tuple[OcrResult, OcrRun] | None:
+        """``read`` when the frame takes a band re-read or none; None (nothing read, nothing
+        kept) when it would take a whole-frame read: a caller that may not need the text
+        at all (a speculative read) leaves that cost to whoever needs it."""
+        return self._read(to_bgr(image), device, whole=False)
+
+    def _read(self, bgr: np.ndarray, device: str,
+              whole: bool) -> tuple[OcrResult, OcrRun] | None:
         kind: OcrRun = "full"
         with self._lock:
             prev = self._prev.get(device)
         small = cv2.cvtColor(cv2.resize(bgr, (bgr.shape[1] // 4 or 1, bgr.shape[0] // 4 or 1),
                                         interpolation=cv2.INTER_AREA), cv2.COLOR_BGR2GRAY)
-        result: OcrResult
-        if prev is None or prev[0].shape != small.shape or prev[1].width != bgr.shape[1] \
-                or prev[1].height != bgr.shape[0]:
-            result = self.ocr.run_bgr(bgr)
-            self.last_changed_frac = 1.0
-        else:
+        result: OcrResult | None = None
+        changed = 1.0
+        if prev is not None and prev[0].shape == small.shape and prev[1].width == bgr.shape[1] \
+                and prev[1].height == bgr.shape[0]:
             bands = self._changed_bands(prev[0], small, bgr.shape[0])
             changed = sum(b - a for a, b in bands) / bgr.shape[0]
-            self.last_changed_frac = changed
             if not bands:
                 result, kind = prev[1], "unchanged"
-            elif changed > self.full_frac:
-                result = self.ocr.run_bgr(bgr)
-            else:
+            elif changed <= self.full_frac:
                 result, kind = self._update(bgr, prev[1], bands), "band"
+        if result is None:
+            if not whole:
+                return None
+            result = self.ocr.run_bgr(bgr)
+        self.last_changed_frac = changed
         with self._lock:
             self._prev[device] = (small, result)
         return result, kind

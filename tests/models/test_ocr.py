@@ -124,6 +124,25 @@ def test_incremental_ocr_rereads_only_the_changed_band(ocr_engine: Ocr) -> None:
     assert sorted(other.texts) == sorted(second.texts)
 
 
+def test_read_unless_full_leaves_whole_frame_reads_undone(ocr_engine: Ocr) -> None:
+    def frame(*rows: str) -> np.ndarray:
+        s = Screen()
+        for i, text in enumerate(rows):
+            s.text((60, 200 + 500 * i), text, size=56)
+        return s.array()
+
+    cache = OcrCache(ocr_engine)
+    assert cache.read_unless_full(frame("Messages", "Camera"), "phone-1") is None  # first frame
+    cache.read(frame("Messages", "Camera"), "phone-1")
+    band = cache.read_unless_full(frame("Messages", "Gallery"), "phone-1")
+    assert band is not None and band[1] == "band" and "Gallery" in band[0].texts
+    # another page (every row changed): nothing read, nothing kept
+    other = 255 - frame("Inbox", "Drafts", "Sent")  # dark mode
+    assert cache.read_unless_full(other, "phone-1") is None
+    assert cache.read_unless_full(frame("Messages", "Gallery"), "phone-1") == (band[0], "unchanged")
+    assert cache.read(other, "phone-1")[1] == "full"
+
+
 @pytest.mark.anyio
 async def test_async_ocr_runs_in_a_worker_thread(ocr_engine: Ocr) -> None:
     s = Screen(1080, 400)
