@@ -15,10 +15,14 @@ them. It lives in bench/ because actors may not see the simulator.
 
 from __future__ import annotations
 
+import io
 from collections.abc import Sequence
+
+from PIL import Image, ImageChops, UnidentifiedImageError
 
 from actors.planner import Choice, Completion, Decision, StepContext
 from protocol.operations import (
+    GROUNDED_OPS,
     ClickText,
     Operation,
     PageDown,
@@ -32,6 +36,9 @@ from sim.phone import SimPhone
 
 POPUP_DISMISS = ("Not now", "Don't allow")  # the simulator's system pop-ups
 MAX_SCROLLS = 2  # screens scrolled down to look for a text target that was not found
+MAX_STALE_WAITS = 2  # waits, per reference step, for a frame that shows the screen as it is
+STALE_SHARE = 0.2  # the share of (downscaled) pixels that must differ for a frame to be stale
+_COMPARE_SIZE = (54, 120)
 
 
 class OraclePolicy:
@@ -47,6 +54,8 @@ class OraclePolicy:
         self._waited_for = 0  # the reference index last waited for before its retry
         self._scrolled_for = 0  # the reference index whose text target is looked for below
         self._scrolls = 0
+        self._stale_for = 0  # the reference index whose frame was waited out as stale
+        self._stale_waits = 0
 
     async def decide(self, ctx: StepContext) -> Decision:
         extra = self._script_fixes(ctx)
@@ -80,6 +89,13 @@ class OraclePolicy:
                 self._waits += 1
                 return Wait(), "the screen is loading"
         self._waits = 0
+        nxt = self.ops[self._i] if self._i < len(self.ops) else None
+        if isinstance(nxt, GROUNDED_OPS) and self._frame_is_stale(ctx.screenshot):
+            if self._stale_for != self._i:
+                self._stale_for, self._stale_waits = self._i, 0
+            if self._stale_waits < MAX_STALE_WAITS:
+                self._stale_waits += 1
+                return Wait(), "the frame shows a screen that is gone (a spinner): wait"
         last = ctx.history[-1] if ctx.history else None
         if (last is not None and 0 < self._i <= len(self.ops) - 1 and self._retried < self._i
                 and last.action == self.ops[self._i - 1]
@@ -108,6 +124,21 @@ class OraclePolicy:
             if isinstance(last.action, PageDown) and self._scrolls:
                 return self.ops[self._i - 1], "after scrolling, the step that found nothing"
         return None
+
+    def _frame_is_stale(self, shot: bytes) -> bool:
+        """Whether the frame the step is planned on no longer shows the phone's screen: a
+        spinner that ended after the capture. A careful script looks at what the agent
+        looked at, and would not aim a tap at a screen that is gone."""
+        if self.phone is None or not shot:
+            return False
+        try:
+            seen = Image.open(io.BytesIO(shot)).convert("L").resize(_COMPARE_SIZE)
+        except (UnidentifiedImageError, OSError):
+            return False
+        now = self.phone.screenshot().convert("L").resize(_COMPARE_SIZE)
+        diff = ImageChops.difference(seen, now).point(lambda v: 255 if v > 40 else 0)
+        changed = diff.histogram()[255]
+        return changed > STALE_SHARE * _COMPARE_SIZE[0] * _COMPARE_SIZE[1]
 
     async def choose(
         self, ctx: StepContext, target: str, image: bytes, labels: Sequence[int],

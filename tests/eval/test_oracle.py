@@ -63,3 +63,34 @@ async def test_an_unchanged_tap_is_repeated_but_typing_never_is() -> None:
     ref = task.reference
     assert ops == [ref[0], ref[1], ref[1], ref[2], ref[3], ref[4], Stop()]
     assert isinstance(ref[3], TypeText)
+
+
+async def test_a_frame_of_a_screen_that_is_gone_is_waited_out() -> None:
+    """The frame showed a spinner that has since ended: wait, never aim a tap at it."""
+    import io
+
+    from sim.phone import SimPhone
+    from sim.phone_api import DeviceInfo
+
+    def png(phone: SimPhone) -> bytes:
+        buf = io.BytesIO()
+        phone.screenshot().save(buf, "PNG")
+        return buf.getvalue()
+
+    task = get_task("settings-1")(0)  # Open app (Settings), Click text (Display), ...
+    phone = SimPhone(DeviceInfo("oracle"), seed=0)
+    phone.key(3)
+    policy = OraclePolicy(task, phone)
+    first = await policy.decide(StepContext("x", png(phone), step=1))
+    assert first.operation == OpenApp("Settings")
+    home = png(phone)  # the frame the agent took before the app's screen came up
+    phone.open("com.android.settings")
+    history = (StepRecord(action=OpenApp("Settings"), result="done", verdict="ok"),)
+    waits = [await policy.decide(StepContext("x", home, history=history, step=s))
+             for s in (2, 3, 4)]
+    assert [d.operation for d in waits[:2]] == [Wait(), Wait()]  # twice at most, then on
+    assert waits[2].operation == ClickText("Display")
+    again = OraclePolicy(task, phone)
+    await again.decide(StepContext("x", png(phone), step=1))
+    fresh = await again.decide(StepContext("x", png(phone), history=history, step=2))
+    assert fresh.operation == ClickText("Display")  # a current frame: no wait
