@@ -21,7 +21,7 @@ request (requests/{kind})   answered by                           reply (events/
 
 Two ways to run them:
 
-- **on the bus** (``mobagent serve``, ``AgentHost``, the fleet benchmark): pass
+- **on the bus** (``mobagent serve``, ``host.runner.agent_host``, the fleet benchmark): pass
   ``actors()`` to ``run_actors`` / ``run_fleet(extra_actors=...)`` / ``HostRuntime`` with the
   host's ``Bus`` as ``bus``; requests and replies go through the broker.
 - **loopback** (``AgentServices.loopback(publisher, ...)``): for a ``DeviceAgent`` on a

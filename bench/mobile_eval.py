@@ -4,7 +4,7 @@ read in one app needed in another, long jobs) on simulated phones, through the r
     .venv/bin/python -m bench.mobile_eval --planner oracle --seeds 0-4 --tiers 1,2,3,4 \\
         --devices 4 --out runs/mobile-eval [--tasks notes-1,Gmail,...] [--set agent.x=...]
 
-The runner is ``host/eval.py`` (shared with ``mobagent demo``). Every episode runs through ``AgentHost`` / ``DeviceAgent``: capture, perception (real OCR
+The runner is ``host/eval.py`` (shared with ``mobagent demo``). Every episode runs through the fleet (``host.runner.agent_host``) and ``DeviceAgent``: capture, perception (real OCR
 and icon grounding), the actuator through the adb server, the reflector, and the recorder.
 The phones are simulated (``sim.fleet.SimFleet``, one fleet of N phones per seed, since a
 phone's seed is fixed at boot); the N phones of a seed share one queue of tasks, so N

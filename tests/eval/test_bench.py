@@ -1,5 +1,5 @@
 """bench/mobile_eval.py: arguments, the table and summary, scoring from recorded events, and
-real episodes through the agent (AgentHost / DeviceAgent) on simulated phones behind adb."""
+real episodes through the agent (host.runner.agent_host / DeviceAgent) on simulated phones behind adb."""
 
 from __future__ import annotations
 
