@@ -17,6 +17,7 @@ import os
 import socket
 import sys
 import uuid
+from functools import partial
 from typing import Any
 
 import anyio
@@ -58,9 +59,11 @@ async def perceive(cfg: AgentConfig, *, group: str = DEFAULT_GROUP, concurrency:
             log.warning("perceive_not_shared", protocol=bus.protocol,
                         hint="MQTT 3.1.1 has no shared subscriptions: every worker answers "
                              "every request; run one worker, or use an MQTT 5 broker")
-        log.info("perceive_serving", broker=bus.address.url, group=group,
-                 slots=cfg.agent.perception_workers)
-        await run_actors(bus, [worker], task_status=task_status)
+        async with anyio.create_task_group() as tg:
+            await tg.start(partial(run_actors, bus, [worker]))
+            log.info("perceive_ready", broker=bus.address.url, group=group,
+                     slots=cfg.agent.perception_workers)  # subscribed: requests reach it
+            task_status.started()
 
 
 def cmd_perceive(args: argparse.Namespace) -> int:

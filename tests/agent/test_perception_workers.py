@@ -11,18 +11,22 @@ import numpy as np
 import pytest
 
 from actors.capture import Captured, pixel_sha
+from actors.episode import DeviceAgent
 from actors.perception import PerceptionActor
 from actors.perception_remote import PerceptionWorker, RemotePerception, RemoteTimes
+from actors.planner import ScriptedPolicy
 from actors.rpc import ReplyRouter, Requests, new_request_id
+from actors.services import AgentServices
+from devices.adb import AdbDevice
 from devices.codecs import encode_jpeg
-from protocol.messages import Frame, Grounded, GroundRequest, Msg
-from protocol.operations import ClickText
+from protocol.messages import Frame, Grounded, GroundRequest, Instruction, Msg
+from protocol.operations import ClickText, Operation
 from runtime.actor import run_actors
 from runtime.bus import Bus
 from sim.phone import SimPhone
 from sim.phone.apps import notes
 from sim.phone_api import DeviceInfo
-from tests.agent.conftest import bus_for
+from tests.agent.conftest import SimDevice, bus_for, fast_settings
 from tests.fixtures.mosquitto import MosquittoBroker
 
 pytestmark = pytest.mark.anyio
@@ -55,10 +59,16 @@ class TracedWorker(PerceptionWorker):
         self.started: set[str] = set()
         self.answered: set[str] = set()
         self.busy = anyio.Event()  # set when it starts a request
+        self.started_ops: list[Operation] = []
+        self.reads = 0
 
     async def serve_carried(self, req: Msg) -> Msg:
         self.started.add(getattr(req, "frame_id", ""))
         self.busy.set()
+        if isinstance(req, GroundRequest):
+            self.started_ops.append(req.operation)
+        else:
+            self.reads += 1
         reply = await super().serve_carried(req)
         self.answered.add(getattr(req, "frame_id", ""))
         return reply
@@ -181,4 +191,33 @@ async def test_a_request_without_its_frame_is_answered_with_a_clear_error(
                             request_id=new_request_id())
         with pytest.raises(RequestFailed, match="carries no frame"):
             await Requests(host, replies).call(req, timeout_s=20, expect=(Grounded,))
+        tg.cancel_scope.cancel()
+
+
+@pytest.mark.needs_adb
+async def test_a_host_without_perception_runs_an_episode_on_workers(
+    sim_device: SimDevice, mosquitto: MosquittoBroker, shared_perception: PerceptionActor,
+) -> None:
+    """``agent.perception = "remote"``: the host has no perception service; the episode's
+    grounding and capture's OCR reads (ocr_hints) reach a worker with their frame."""
+    sim_device.phone.open("com.android.settings")
+    sim_device.phone.settle()
+    device = AdbDevice(sim_device.serial)
+    settings = fast_settings(completion_check=False, ocr_hints=True)
+    w = Worker(mosquitto, PerceptionActor(shared_perception.perception), "worker-e2e")
+    async with bus_for(mosquitto, "remote-host") as bus, anyio.create_task_group() as tg:
+        services = AgentServices(bus, remote_perception=RemoteTimes.of(10.0, 5.0))
+        assert services.remote_perception and services.perception_engine is None
+        services.register(device, settings)
+        agent = DeviceAgent(bus, device, settings=settings, perception=None,
+                            policy_for=lambda _i: ScriptedPolicy([ClickText("Display")]),
+                            services=services)
+        worker = await tg.start(w.run)
+        await tg.start(run_actors, bus, [*services.actors(), agent])
+        with anyio.fail_after(90):
+            outcome = await agent.run_episode(Instruction(id="i-remote", text="Open display"))
+        assert outcome.status == "succeeded", outcome
+        assert sim_device.phone.current_screen() == "com.android.settings/display"
+        assert {"ClickText"} <= {type(r).__name__ for r in worker.started_ops}
+        assert worker.reads >= 1  # the planner's OCR hints came from the worker
         tg.cancel_scope.cancel()
