@@ -7,6 +7,9 @@ carries the same ``request_id`` on ``devices/{serial}/events/{kind}``:
 - ``Requests.call``: register a waiter, publish the request, await the reply under
   ``anyio.fail_after``. An ``Error`` reply raises ``RequestFailed``; no reply in time raises
   ``RequestTimeout`` (both ``RequestError``), so a step never hangs on a silent actor.
+  With ``resend_after_s`` the same request (same id) is published again after each try
+  that went unanswered, inside that one deadline: for services behind a shared
+  subscription (``actors/perception_remote.py``), where another worker takes the copy.
 - ``ReplyRouter``: a host-level actor on ``devices/+/events/+`` that resolves waiters by
   request id (a duplicate or late reply is ignored) and keeps the frames it sees in the
   ``FrameStore`` (what a service on another host published).
