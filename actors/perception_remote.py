@@ -30,7 +30,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import anyio
-import structlog
 
 from actors.capture import Captured
 from actors.frames import FrameStore
@@ -39,8 +38,6 @@ from actors.rpc import DeviceRegistry, Requests, ServiceActor, new_request_id
 from protocol.messages import GroundRequest, Msg, ReadTextRequest, TextLine, TextRead
 from runtime import topics
 from runtime.actor import Publisher
-
-log = structlog.get_logger(__name__)
 
 DEFAULT_GROUP = "perception"
 
