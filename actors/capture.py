@@ -20,7 +20,7 @@ from __future__ import annotations
 import hashlib
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import Literal, Protocol
 
 import anyio
 import msgspec
@@ -30,11 +30,8 @@ from actors.frames import FrameStore
 from actors.rpc import DeviceEntry, DeviceRegistry, ServiceActor
 from devices.adb import Device
 from devices.codecs import encode_jpeg, encode_png, shrink
-from protocol.messages import Frame, FrameRequest, Msg
+from protocol.messages import Frame, FrameRequest, Msg, TextLine
 from runtime.actor import Publisher
-
-if TYPE_CHECKING:  # perception imports this module (Captured)
-    from actors.perception import PerceptionActor
 
 BLACK_MEAN = 6.0  # mean brightness below this (and almost no variation) is a black frame
 
@@ -145,6 +142,13 @@ class CaptureActor:
         return captured
 
 
+class TextReader(Protocol):
+    """Where capture gets a frame's OCR lines: the host's ``PerceptionActor``, or
+    ``RemotePerception`` (workers elsewhere, ``actors/perception_remote.py``)."""
+
+    async def read_lines(self, captured: Captured, device: str = "") -> list[TextLine]: ...
+
+
 class CaptureService(ServiceActor):
     """Host-level: answers ``FrameRequest`` with a ``Frame`` from the device's engine."""
 
@@ -153,7 +157,7 @@ class CaptureService(ServiceActor):
     serve_timeout_s = 45.0
 
     def __init__(self, bus: Publisher, registry: DeviceRegistry, frames: FrameStore,
-                 perception: PerceptionActor, *, concurrency: int | None = None,
+                 perception: TextReader, *, concurrency: int | None = None,
                  app_timeout_s: float = 15.0) -> None:
         super().__init__(bus, registry, concurrency=concurrency)
         self.frames = frames

@@ -69,6 +69,11 @@ class AgentSettings(Section):
     packages: dict[str, str] = msgspec.field(default_factory=lambda: dict(DEFAULT_PACKAGES))
     launcher_pages: Annotated[int, Meta(ge=1)] = 4  # pages swiped looking for an app label
     perception_workers: Annotated[int, Meta(ge=1, le=64)] = 1  # frames grounded at once, per host
+    # "remote": this host loads no models; grounding and OCR requests carry the frame to
+    # `mobagent perceive` workers (a shared subscription), each sent again after
+    # perception_resend_s without an answer, so a worker that died costs one retry.
+    perception: Literal["local", "remote"] = "local"
+    perception_resend_s: Annotated[float, Meta(gt=0)] = 15.0
     # A model's point within this many pixels of exactly one OCR line/icon snaps to its centre.
     snap_radius_px: Annotated[int, Meta(ge=0, le=500)] = 24
     # ---- memory and planning (Mobile-Agent-v2); recorded in each EpisodeStarted.settings

@@ -167,7 +167,7 @@ class DeviceAgent(Actor):
         device: Device,
         *,
         settings: AgentSettings,
-        perception: PerceptionActor,
+        perception: PerceptionActor | None,
         policy_for: PolicyFactory,
         host: str = "",
         publish_timeout_s: float = 15.0,
@@ -222,12 +222,14 @@ class DeviceAgent(Actor):
             log.warning("event_publish_failed", kind=type(msg).__name__,
                         error=f"{type(exc).__name__}: {exc}")
 
-    async def call(self, req: Msg, expect: tuple[type[Msg], ...], timeout_s: float) -> Msg:
+    async def call(self, req: Msg, expect: tuple[type[Msg], ...], timeout_s: float, *,
+                   resend_after_s: float | None = None) -> Msg:
         """One request to a host service (a span of its own); the reply (observed), or
         ``RequestError``."""
         with self.tracing.request(kind_of(type(req)), {"mobagent.step": req.step}):
             req = msgspec.structs.replace(req, **span_ids())
-            reply = await self.services.requests.call(req, timeout_s=timeout_s, expect=expect)
+            reply = await self.services.requests.call(req, timeout_s=timeout_s, expect=expect,
+                                                      resend_after_s=resend_after_s)
         self._observe(reply)
         return reply
 
@@ -415,7 +417,7 @@ class _Episode:
         self.cost_usd = 0.0  # what this episode's LLM calls cost so far
         self.first_capture_s = 0.0
         svc = agent.services
-        self.t_ground = svc.perception.serve_timeout_s + REQUEST_MARGIN_S
+        self.t_ground = svc.ground_timeout_s + REQUEST_MARGIN_S
         self.t_act = svc.actuator.serve_timeout_s + REQUEST_MARGIN_S
         self.t_reflect = svc.reflector.serve_timeout_s + REQUEST_MARGIN_S
 
@@ -771,9 +773,12 @@ class _Episode:
     async def ground(self, op: Operation, ctx: StepContext, before: Frame,
                      phases: dict[str, float]) -> tuple[int, int] | None:
         a = self.a
-        req = self.request(GroundRequest(frame_id=before.frame_id, operation=op,
-                                         snap_radius_px=self.s.snap_radius_px))
-        ans = await a.call(req, (Grounded, Ambiguous, NotFound), self.t_ground)
+        svc = a.services
+        req = self.request(GroundRequest(  # a worker elsewhere gets the frame with it
+            frame_id=before.frame_id, operation=op, snap_radius_px=self.s.snap_radius_px,
+            frame=before if svc.remote_perception else None))
+        ans = await a.call(req, (Grounded, Ambiguous, NotFound), self.t_ground,
+                           resend_after_s=svc.ground_resend_s)
         if isinstance(ans, Grounded):
             return ans.x, ans.y
         if isinstance(ans, Ambiguous):

@@ -78,6 +78,12 @@ def needs_text(op: Operation) -> bool:
     return isinstance(op, ClickText | LongPress | TapPoint | LongPressPoint)
 
 
+def serve_timeout_for(timeout_s: float) -> float:
+    """How long a grounding request may take, for a model call limit of ``timeout_s``: the
+    frame's own read it may wait for, then its grounding."""
+    return timeout_s * 2 + 5.0
+
+
 def _box(b: tuple[float, float, float, float]) -> Box:
     return Box(max(0, int(b[0])), max(0, int(b[1])), max(0, int(b[2])), max(0, int(b[3])))
 
@@ -272,7 +278,7 @@ class PerceptionService(ServiceActor):
         self.inbox = (topics.device_requests_filter(None), topics.device_events_filter(None))
         self.frames = frames
         self.engine = engine
-        self.serve_timeout_s = engine.timeout_s * 2 + 5.0
+        self.serve_timeout_s = serve_timeout_for(engine.timeout_s)
         self.handler_timeout_s = self.serve_timeout_s + 5.0
         self.max_speculating = max_speculating
         self.speculating = 0

@@ -7,6 +7,9 @@ carries the same ``request_id`` on ``devices/{serial}/events/{kind}``:
 - ``Requests.call``: register a waiter, publish the request, await the reply under
   ``anyio.fail_after``. An ``Error`` reply raises ``RequestFailed``; no reply in time raises
   ``RequestTimeout`` (both ``RequestError``), so a step never hangs on a silent actor.
+  With ``resend_after_s`` the same request (same id) is published again after each try
+  that went unanswered, inside that one deadline: for services behind a shared
+  subscription (``actors/perception_remote.py``), where another worker takes the copy.
 - ``ReplyRouter``: a host-level actor on ``devices/+/events/+`` that resolves waiters by
   request id (a duplicate or late reply is ignored) and keeps the frames it sees in the
   ``FrameStore`` (what a service on another host published).
@@ -26,6 +29,7 @@ carries the same ``request_id`` on ``devices/{serial}/events/{kind}``:
 from __future__ import annotations
 
 import uuid
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
@@ -166,17 +170,31 @@ class Requests:
     def __init__(self, bus: Publisher, replies: ReplyRouter) -> None:
         self.bus = bus
         self.replies = replies
+        self.resent = 0  # requests published again after a try went unanswered
 
-    async def call(self, req: M, *, timeout_s: float,
-                   expect: tuple[type[Msg], ...]) -> Msg:
+    async def call(self, req: M, *, timeout_s: float, expect: tuple[type[Msg], ...],
+                   resend_after_s: float | None = None) -> Msg:
+        """``resend_after_s``: publish the same request (same id) again each time this long
+        passes without an answer, until ``timeout_s``: for a service behind a shared
+        subscription, where a worker that died with the request leaves it to another."""
         rid: str = getattr(req, "request_id", "")
         if not rid or not req.device:
             raise ValueError("a request needs a request_id and a device")
         kind = kind_of(type(req))
+        topic = topics.device_request(req.device, req)
         waiter = self.replies.expect(rid)
         try:
             with anyio.fail_after(timeout_s):
-                await self.bus.publish(topics.device_request(req.device, req), req)
+                await self.bus.publish(topic, req)
+                while resend_after_s is not None:
+                    with anyio.move_on_after(resend_after_s):
+                        await waiter.event.wait()
+                    if waiter.event.is_set():
+                        break
+                    self.resent += 1
+                    log.info("request_resent", kind=kind, request_id=rid, device=req.device,
+                             after_s=resend_after_s)
+                    await self.bus.publish(topic, req)
                 await waiter.event.wait()
         except TimeoutError:
             raise RequestTimeout(f"no answer to {kind} {rid} for {req.device} within "
@@ -257,6 +275,12 @@ class ServiceActor(Actor):
         if entry is None:
             self.ignored += 1
             return  # another host's phone (requests are subscribed with a wildcard)
+        await self.answer_once(topic, msg, lambda: self.serve(entry, msg))
+
+    async def answer_once(self, topic: str, msg: Msg,
+                          work: Callable[[], Awaitable[Msg]]) -> None:
+        """Answer ``msg`` with what ``work`` returns, or an ``Error``; a request id seen
+        before is dropped (its first copy is answered)."""
         rid = getattr(msg, "request_id", "")
         if rid and not self._seen.first_time(rid):
             self.duplicates += 1
@@ -266,7 +290,7 @@ class ServiceActor(Actor):
             with (structlog.contextvars.bound_contextvars(device=msg.device,
                                                           episode=msg.episode_id),
                   anyio.fail_after(self.serve_timeout_s)):
-                reply = await self.serve(entry, msg)
+                reply = await work()
         except anyio.get_cancelled_exc_class():
             raise
         except TimeoutError:

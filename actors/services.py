@@ -14,10 +14,14 @@ request (requests/{kind})   answered by                           reply (events/
                                                                   ``not_found``
 ``act_request``             ``ActuatorService``                   ``action_done``
 ``reflect_request``         ``ReflectorService``                  ``reflection``
+``read_text_request``       a ``PerceptionWorker`` (remote only)  ``text_read``
 (any of them, on failure)   the service                           ``error`` (with the request id)
 ==========================  ====================================  ================================
 
 ``ReplyRouter`` (``devices/+/events/+``) resolves the asker's waiter by request id.
+
+With ``remote_perception`` the host runs no perception: ground and OCR requests carry
+the frame and are served by ``mobagent perceive`` workers (``actors/perception_remote.py``).
 
 Two ways to run them:
 
@@ -41,10 +45,11 @@ from contextlib import asynccontextmanager
 import anyio
 
 from actors.actuator import ActuatorActor, ActuatorService
-from actors.capture import CaptureActor, CaptureService
+from actors.capture import CaptureActor, CaptureService, TextReader
 from actors.config import AgentSettings
 from actors.frames import FrameStore
 from actors.perception import PerceptionActor, PerceptionService
+from actors.perception_remote import RemotePerception, RemoteTimes
 from actors.reflector import ReflectorActor, ReflectorService
 from actors.rpc import (
     DeviceEntry,
@@ -62,38 +67,57 @@ class AgentServices:
 
     def __init__(
         self, bus: Publisher, perception: PerceptionActor | None = None, *,
+        remote_perception: RemoteTimes | None = None,
         concurrency: int = 32, cpu_threads: int = 2, frames_per_device: int = 4,
         _router: Router | None = None,
     ) -> None:
         self.cpu = anyio.CapacityLimiter(max(1, cpu_threads))
         self.registry = DeviceRegistry()
         self.frames = FrameStore(frames_per_device, limiter=self.cpu)
-        self.perception_engine = perception or PerceptionActor()
         self._router = _router
         self.bus: Publisher = LoopbackBus(bus, _router) if _router is not None else bus
         self.replies = ReplyRouter(self.bus, self.frames)
         self.requests = Requests(self.bus, self.replies)
-        self.capture = CaptureService(self.bus, self.registry, self.frames,
-                                      self.perception_engine, concurrency=concurrency)
-        self.perception = PerceptionService(self.bus, self.registry, self.frames,
-                                            self.perception_engine, concurrency=concurrency)
+        # Perception here (an engine and its service), or in workers elsewhere
+        # (``remote_perception``: requests carry the frame and are sent again per try).
+        self.perception_engine: PerceptionActor | None = None
+        self.perception: PerceptionService | None = None
+        self.ground_resend_s: float | None = None
+        reader: TextReader
+        if remote_perception is None:
+            self.perception_engine = reader = perception or PerceptionActor()
+            self.perception = PerceptionService(self.bus, self.registry, self.frames,
+                                                self.perception_engine, concurrency=concurrency)
+            self.ground_timeout_s = self.perception.serve_timeout_s
+        else:
+            reader = RemotePerception(self.requests, remote_perception)
+            self.ground_timeout_s = remote_perception.timeout_s
+            self.ground_resend_s = remote_perception.resend_after_s
+        self.capture = CaptureService(self.bus, self.registry, self.frames, reader,
+                                      concurrency=concurrency)
         self.actuator = ActuatorService(
             self.bus, self.registry, self.requests, concurrency=concurrency,
-            frame_timeout_s=self.capture.serve_timeout_s + self.perception.serve_timeout_s)
+            frame_timeout_s=self.capture.serve_timeout_s + self.ground_timeout_s)
         self.reflector = ReflectorService(self.bus, self.registry, self.frames,
                                           concurrency=concurrency)
         self._local_users = 0
 
     @classmethod
     def loopback(cls, publisher: Publisher, perception: PerceptionActor | None = None,
-                 devices: Sequence[tuple[Device, AgentSettings]] = (),
-                 **kw: int) -> AgentServices:
+                 devices: Sequence[tuple[Device, AgentSettings]] = (), *,
+                 concurrency: int = 32, cpu_threads: int = 2) -> AgentServices:
         """Services delivered in-process (run them with ``running_locally``), serving
         ``devices`` (phone, settings) from the start."""
-        services = cls(publisher, perception, _router=Router(), **kw)
+        services = cls(publisher, perception, concurrency=concurrency,
+                       cpu_threads=cpu_threads, _router=Router())
         for device, settings in devices:
             services.register(device, settings)
         return services
+
+    @property
+    def remote_perception(self) -> bool:
+        """Whether perception runs in workers elsewhere (requests then carry the frame)."""
+        return self.perception is None
 
     @property
     def is_loopback(self) -> bool:
@@ -101,7 +125,8 @@ class AgentServices:
 
     def actors(self) -> list[Actor]:
         """What to run on the host's bus (``run_actors``), reply router first."""
-        return [self.replies, self.capture, self.perception, self.actuator, self.reflector]
+        local = [self.perception] if self.perception is not None else []
+        return [self.replies, self.capture, *local, self.actuator, self.reflector]
 
     def register(self, device: Device, settings: AgentSettings) -> DeviceEntry:
         """Serve a phone (the host calls this when it adds one; again when it comes back

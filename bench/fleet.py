@@ -666,6 +666,7 @@ async def run_n_eval(n: int, args: argparse.Namespace, adb_port: int, llm_url: s
                 stats.ocr_runs[kind] = stats.ocr_runs.get(kind, 0) + count - runs0.get(
                     (dev, kind), 0)
             stats.ground_s = list(perception.meter.ground_s)
+            assert services.perception is not None  # the benchmark's perception is local
             stats.speculated = services.perception.speculated
             stats.speculation_skipped = services.perception.skipped
             stats.speculation_dropped = perception.dropped

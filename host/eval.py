@@ -176,7 +176,8 @@ async def run_suite(
         cfg = msgspec.structs.replace(cfg, broker=msgspec.structs.replace(cfg.broker, port=0))
     await anyio.Path(out_dir).mkdir(parents=True, exist_ok=True)
     episodes: list[Episode] = []
-    perception = PerceptionActor(settings=cfg.perception, workers=cfg.agent.perception_workers)
+    perception = (PerceptionActor(settings=cfg.perception, workers=cfg.agent.perception_workers)
+                  if cfg.agent.perception == "local" else None)  # remote: workers serve it
     t0 = time.perf_counter()
     for seed in dict.fromkeys(seeds):
         queue = [task_cls(seed) for task_cls in tasks]
@@ -200,7 +201,7 @@ async def run_suite(
 
 
 async def _run_seed(
-    fleet: SimFleet, queue: list[Task], cfg: AgentConfig, perception: PerceptionActor,
+    fleet: SimFleet, queue: list[Task], cfg: AgentConfig, perception: PerceptionActor | None,
     out_dir: Path, make_policy: MakePolicy, step_lines: bool, episodes: list[Episode],
     on_episode: Callable[[Episode], None] | None,
 ) -> None:

@@ -21,6 +21,7 @@ from typing import TextIO
 from actors.config import AgentConfig, episode_settings
 from actors.episode import DeviceAgent
 from actors.perception import PerceptionActor
+from actors.perception_remote import RemoteTimes
 from actors.planner import Policy
 from actors.services import AgentServices
 from actors.telemetry import Tracing
@@ -78,16 +79,19 @@ def agent_host(
 ) -> FleetHost:
     """A host running the agent on every phone of ``source`` (default: the adb server's).
 
-    ``perception`` is shared by all phones of the host (one model set, a bounded pool);
+    ``perception`` is shared by all phones of the host (one model set, a bounded pool;
+    none with ``agent.perception = "remote"``: ``mobagent perceive`` workers serve it);
     ``progress`` prints a line per step (True: to stdout); ``tracing`` defaults to
     ``cfg.telemetry``'s (off unless an OTLP endpoint is set), flushed when the host stops.
     """
-    engine = perception or PerceptionActor(settings=cfg.perception,
-                                           workers=cfg.agent.perception_workers)
+    remote = (RemoteTimes.of(cfg.perception.timeout_s, cfg.agent.perception_resend_s)
+              if cfg.agent.perception == "remote" else None)
+    engine = None if remote is not None else perception or PerceptionActor(
+        settings=cfg.perception, workers=cfg.agent.perception_workers)
     traces = tracing or Tracing(cfg.telemetry)
 
     def work(bus: Bus) -> tuple[RunEpisode, Sequence[Actor]]:
-        services = AgentServices(bus, engine)
+        services = AgentServices(bus, engine, remote_perception=remote)
 
         def make_agent(handle: DeviceHandle) -> DeviceAgent:
             device = AdbDevice(handle.serial, client=handle.adb, capture=cfg.device.capture,

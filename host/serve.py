@@ -11,7 +11,8 @@ reachable as ``serve --runtime-only``. What it runs:
 - per phone, ``host.fleet_worker.agent_worker``: a ``DeviceAgent`` built from the config's
   ``[agent]`` and ``[device]`` sections, with the LLM policy of ``[llm]``;
 - shared by all phones of the host: one ``PerceptionActor`` (one model set, a bounded pool
-  of ``agent.perception_workers``) and one ``LLMClient``, whose rate limiter
+  of ``agent.perception_workers``; none with ``--perception remote``, where ``mobagent
+  perceive`` workers serve it) and one ``LLMClient``, whose rate limiter
   (``llm.max_concurrent``, ``llm.requests_per_minute``) is therefore per host;
 - with ``--record DIR``, the recorder (``mobagent report DIR`` renders what it wrote).
 
@@ -95,6 +96,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
             return EXIT_USAGE
     if serials:
         cfg = msgspec.structs.replace(cfg, fleet=msgspec.structs.replace(cfg.fleet, serials=serials))
+    if args.perception:
+        cfg = msgspec.structs.replace(cfg, agent=msgspec.structs.replace(
+            cfg.agent, perception=args.perception))
     record_dir = Path(args.record) if args.record else None
     return run_until_signalled(lambda: serve_agents(cfg, record_dir=record_dir),
                                interrupted=EXIT_OK)  # a stop request is not a failure
@@ -112,6 +116,9 @@ def register(sub: Any) -> None:
                    help="only this phone (repeatable; same as --set fleet.serials=[...])")
     p.add_argument("--record", metavar="DIR",
                    help="record every episode under DIR (`mobagent report DIR` renders it)")
+    p.add_argument("--perception", choices=("local", "remote"),
+                   help="remote: load no models here; `mobagent perceive` workers on the same "
+                        "broker ground and read the frames (same as --set agent.perception=...)")
     p.add_argument("--runtime-only", action="store_true",
                    help="the host runtime alone (broker, bus, host status), no phones or agents")
     p.set_defaults(func=cmd_serve)

@@ -134,11 +134,32 @@ class Frame(Msg, tag="frame", frozen=True):
 class GroundRequest(Msg, tag="ground_request", frozen=True):
     """Turn the target of ``operation`` (a text or an icon) into a point on ``frame_id``."""
 
+    binary: ClassVar[bool] = True  # it may carry the frame
+
     frame_id: NonEmpty
     operation: Operation
     request_id: str = ""  # matched by the answer (Grounded | Ambiguous | NotFound)
     # For a point operation: snap to the one element this near (agent.snap_radius_px).
     snap_radius_px: int = 24
+    # The frame itself, for a perception worker in another process (agent.perception =
+    # "remote"); None: by reference, from the host's frame store.
+    frame: Frame | None = None
+
+
+class ReadTextRequest(Msg, tag="read_text_request", frozen=True):
+    """The OCR lines of ``frame_id`` (capture asks a remote perception worker for them)."""
+
+    binary: ClassVar[bool] = True
+
+    frame_id: NonEmpty
+    frame: Frame  # a worker elsewhere has no frame store to look the id up in
+    request_id: str = ""  # matched by the answer (TextRead)
+
+
+class TextRead(Msg, tag="text_read", frozen=True):
+    frame_id: str
+    lines: list[TextLine] = []
+    request_id: str = ""  # the request this answers
 
 
 class Grounded(Msg, tag="grounded", frozen=True):
@@ -288,13 +309,14 @@ class StepTiming(Msg, tag="step_timing", frozen=True):
 AGENT_KINDS: Final[tuple[type[Msg], ...]] = (
     FrameRequest, ActRequest, ReflectRequest,
     Frame, GroundRequest, Grounded, Ambiguous, NotFound, Choice, Plan, ActionDone, Reflection,
+    ReadTextRequest, TextRead,
     EpisodeStarted, EpisodeFinished, LlmUsage, StepTiming, NoteKept, Progress,
 )
 Message: TypeAlias = (
     Instruction | Cancel | Approve | Answer | Steer | Question
     | FrameRequest | ActRequest | ReflectRequest
     | Frame | GroundRequest | Grounded | Ambiguous | NotFound | Choice | Plan | ActionDone
-    | Reflection
+    | Reflection | ReadTextRequest | TextRead
     | EpisodeStarted | EpisodeFinished
     | DeviceStatus | HostStatus | Error | LlmUsage | StepTiming | NoteKept | Progress
 )
@@ -313,7 +335,8 @@ __all__ = [
     "EpisodeStatus", "Error", "Frame", "FrameRequest", "GroundRequest", "Grounded",
     "HostStatus", "ImageFormat", "Instruction", "LlmUsage", "Message", "Msg", "NonEmpty",
     "NoteKept", "NotFound", "Plan", "Progress",
-    "Question", "ReflectRequest", "Reflection", "Rejected", "Steer",
-    "StepTiming", "Verdict", "decode", "decode_for", "decode_payload", "encode", "is_binary",
+    "Question", "ReadTextRequest", "ReflectRequest", "Reflection", "Rejected", "Steer",
+    "StepTiming", "TextRead", "Verdict", "decode", "decode_for", "decode_payload", "encode",
+    "is_binary",
     "is_rejection", "kind_of",
 ]

@@ -12,6 +12,9 @@
                                                   by step events carrying the request_id)
     mobagent/v1/fleet/instructions                in: Instruction for any free phone
                                                   (a shared subscription on MQTT 5 brokers)
+    $share/{group}/mobagent/v1/devices/+/requests/{kind}
+                                                  how a pool of workers (``mobagent
+                                                  perceive``) splits one kind of request
     mobagent/v1/hosts/{host}/status               retained HostStatus (LWT: offline)
     mobagent/v1/hosts/{host}/events/{kind}        out: host-level events (errors, ...)
 
@@ -89,7 +92,13 @@ def fleet_instructions() -> str:
 
 def shared_fleet_instructions() -> str:
     """The MQTT 5 shared-subscription filter: each fleet instruction goes to one host."""
-    return f"$share/{SHARE_GROUP}/{fleet_instructions()}"
+    return shared(fleet_instructions(), SHARE_GROUP)
+
+
+def shared(filter_: str, group: str) -> str:
+    """``filter_`` as an MQTT 5 shared subscription: each message goes to one subscriber
+    of ``group`` (on 3.1.1 the bus subscribes the plain filter, so every one gets it)."""
+    return f"$share/{check_name(group, 'share group')}/{filter_}"
 
 
 def host_status(host: str) -> str:

@@ -144,7 +144,7 @@ def test_serve_help_names_its_options() -> None:
     res = subprocess.run([*CLI, "serve", "--help"], cwd=ROOT, capture_output=True, text=True,
                          timeout=60)
     assert res.returncode == 0
-    for opt in ("--serial", "--record", "--runtime-only"):
+    for opt in ("--serial", "--record", "--runtime-only", "--perception"):
         assert opt in res.stdout
 
 
@@ -176,3 +176,54 @@ async def test_stopping_serve_fleet_reports_the_running_episode_and_offline(
     fin = client.finished_ids()["long-1"]
     assert fin.status == "failed" and fin.reason == "host stopping"
     assert client.status[-1][1].detail == "host stopped"
+
+
+async def test_serve_with_remote_perception_grounds_on_a_perceive_worker(
+    mosquitto: MosquittoBroker, adb_server: AdbServer, sim_fleet: Callable[..., SimFleet],
+    tmp_path: Path,
+) -> None:
+    """``serve --perception remote`` beside a ``mobagent perceive`` process: the host loads
+    no models, its ground requests carry their frames to the worker, the task gets done."""
+    fleet = sim_fleet(count=1)
+    (target,) = fleet.serials
+    task = get_task("settings-1")(0)
+    task.setup(fleet.phone(target))  # type: ignore[arg-type]
+    address = parse_broker_url(mosquitto.url)
+    with OpenAIServer(policy=_llm(DARK_MODE)) as srv:
+        env = _env(srv, adb_server, MOBAGENT_HOST__NAME="remote-host")
+        common = [*CLI, "--broker", mosquitto.url, "--set", "agent.settle_s=0.05",
+                  "--set", "device.capture=png"]
+        async with fleet_client(address, "remote-watch") as client:
+            with (tmp_path / "perceive.log").open("wb") as wlog:
+                worker = await anyio.open_process([*common, "perceive"], cwd=ROOT, env=env,
+                                                  stdout=wlog, stderr=subprocess.STDOUT)
+            with (tmp_path / "serve.log").open("wb") as logf:
+                proc = await anyio.open_process(
+                    [*common, "serve", "--perception", "remote", "--record",
+                     str(tmp_path / "rec")], cwd=ROOT, env=env, stdout=logf,
+                    stderr=subprocess.STDOUT)
+            try:
+                await client.wait_status(target, "idle", timeout_s=60)
+                with anyio.fail_after(60):  # the worker's subscription is in place (its log)
+                    while "perceive_ready" not in (tmp_path / "perceive.log").read_text():  # noqa: ASYNC110
+                        await anyio.sleep(0.2)
+                done = await anyio.run_process(
+                    [*CLI, "--broker", mosquitto.url, "submit", target, task.instruction,
+                     "--id", "remote-1", "--json", "--timeout", "240"],
+                    cwd=ROOT, env=env, check=False)
+                assert done.returncode == 0, ((tmp_path / "serve.log").read_text()[-3000:],
+                                              (tmp_path / "perceive.log").read_text()[-3000:])
+            finally:
+                for p in (proc, worker):
+                    if p.returncode is None:
+                        p.send_signal(signal.SIGTERM)
+                with anyio.fail_after(30):
+                    await proc.wait()
+                    await worker.wait()
+    assert task.is_successful(fleet.phone(target))  # type: ignore[arg-type]
+    events = next((tmp_path / "rec").glob("*/events.jsonl")).read_text().splitlines()
+    grounds = [json.loads(e) for e in events if '"ground_request"' in e]
+    assert grounds and all(g.get("frame") for g in grounds)  # carried, not by reference
+    assert any('"grounded"' in e for e in events)
+    for log in ("serve.log", "perceive.log"):
+        assert "Traceback" not in (tmp_path / log).read_text()

@@ -33,11 +33,13 @@ from protocol.messages import (
     Plan,
     Progress,
     Question,
+    ReadTextRequest,
     Reflection,
     ReflectRequest,
     Steer,
     StepTiming,
     TextLine,
+    TextRead,
 )
 from protocol.operations import ClickIcon, ClickText, Swipe
 
@@ -63,6 +65,14 @@ def sample_messages() -> list[Message]:
               format="png", data=IMAGE, app="com.android.settings",
               lines=[TextLine("Wi-Fi", Box(40, 300, 200, 340))], **IDS),
         GroundRequest(frame_id="f-3", operation=ClickIcon(description="gear", position="top right"), **IDS),
+        GroundRequest(frame_id="f-3", operation=ClickText(text="Wi-Fi"), request_id="r-9",
+                      frame=Frame(frame_id="f-3", sha256="s", width=1080, height=1920,
+                                  format="png", data=IMAGE, **IDS), **IDS),
+        ReadTextRequest(frame_id="f-3", request_id="r-10",
+                        frame=Frame(frame_id="f-3", sha256="s", width=1, height=1,
+                                    format="jpeg", data=IMAGE[:100], **IDS), **IDS),
+        TextRead(frame_id="f-3", lines=[TextLine("Wi-Fi", Box(40, 300, 200, 340))],
+                 request_id="r-10", **IDS),
         Grounded(frame_id="f-3", x=540, y=960, box=Box(500, 900, 580, 1020), source="ocr", score=0.93, **IDS),
         Ambiguous(frame_id="f-3", candidates=[Candidate(1, Box(0, 0, 10, 10), "Wi-Fi"),
                                               Candidate(2, Box(0, 20, 10, 30), "Wi-Fi calling")],

@@ -46,7 +46,9 @@ def test_decoding_accepts_either_encoding() -> None:
 
 
 def test_kinds_are_unique_and_snake_case() -> None:
-    assert len(KINDS) == 27  # 20 + Question, three request kinds, the planner's Choice, note, progress
+    # 20 + Question, three request kinds, the planner's Choice, note, progress, and the
+    # remote OCR read and its answer
+    assert len(KINDS) == 29
     assert all(k == k.lower() and " " not in k for k in KINDS)
 
 
