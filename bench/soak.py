@@ -173,6 +173,7 @@ class Book:
     outcomes: dict[str, str] = field(default_factory=dict)  # instruction id -> status
     reasons: dict[str, str] = field(default_factory=dict)  # instruction id -> why not succeeded
     succeeded_su: int = 0  # finished and the task checks out on the phone
+    misses: dict[str, str] = field(default_factory=dict)  # succeeded, check fails: id -> task
     checked: int = 0
     changed: anyio.Event = field(default_factory=anyio.Event)
 
@@ -268,6 +269,8 @@ async def soak(args: argparse.Namespace, adb_port: int, broker: MosquittoBroker,
                 book.checked += 1
                 ok = await anyio.to_thread.run_sync(task.is_successful, phone)
                 book.succeeded_su += int(ok and book.outcomes.get(iid) == "succeeded")
+                if not ok and book.outcomes.get(iid) == "succeeded":
+                    book.misses[iid] = task.task_id()
 
     async def chaos() -> None:
         span = max(args.minutes * 60 - 10, 5)
@@ -326,6 +329,7 @@ async def soak(args: argparse.Namespace, adb_port: int, broker: MosquittoBroker,
         "finished": len(sent & finished), "lost": len(lost), "lost_ids": lost[:20],
         "twice": len(twice), "twice_ids": twice[:20],
         "outcomes": dict(outcomes), "not_succeeded": dict(sorted(book.reasons.items())[:20]),
+        "succeeded_but_check_failed": dict(sorted(book.misses.items())[:20]),
         "su": round(book.succeeded_su / book.checked, 3) if book.checked else None,
         "faults": faults, "model_answers": dict(model.stats),
         "leftover_asyncio_tasks": len(left),
@@ -352,6 +356,11 @@ def where(thread: threading.Thread) -> str:
     frame = sys._current_frames().get(thread.ident or -1)
     stack = traceback.extract_stack(frame)[-4:] if frame is not None else []
     return " < ".join(f"{Path(f.filename).name}:{f.lineno} {f.name}" for f in reversed(stack))
+
+
+def _idle(stack: str) -> bool:
+    return (stack.startswith("thread.py:") and "_worker" in stack.split(" < ")[0]) or (
+        stack.startswith("threading.py:") and " queue.py:" in stack)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -402,10 +411,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             result = anyio.run(soak, args, adb_port, broker, srv.base_url, model, fleet)
             phones = {f"sim-adb-{m.phone.info.serial}" for m in fleet}  # the bench's, restarted
             left = [t for t in leftover_threads(threads_before) if t.name not in phones]
-            # An anyio worker waiting for work is idle: the phones' servers' loops keep theirs
-            # (this loop's are stopped when it ends); one inside a call was abandoned there.
-            idle = [t for t in left if where(t).startswith("threading.py")
-                    and " queue.py:" in where(t)]
+            # A pool thread waiting for work (anyio's worker, asyncio's executor) is idle: the
+            # phones' servers' own loops keep theirs, while this loop's are stopped when it
+            # ends. One stuck inside a call (abandoned on cancel) is what is left running.
+            idle = [t for t in left if _idle(where(t))]
             busy = [t for t in left if t not in idle]
             result["leftover_threads"] = len(busy)
             result["leftover_thread_names"] = sorted({t.name for t in busy})[:20]
