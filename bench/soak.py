@@ -89,15 +89,14 @@ class StandInModel:
         self._lock = threading.Lock()
         self.stats: Counter[str] = Counter()
 
-    def add(self, key: str, job: Job) -> None:
+    def add(self, key: str, job: Job) -> bool:
+        """``key``'s job from now on; False (nothing changed) when another key has a job with
+        this instruction, as requests are told apart by their instruction."""
         with self._lock:
             if any(j.instruction == job.instruction for k, j in self._jobs.items() if k != key):
-                raise RuntimeError(f"two jobs at once with the instruction {job.instruction!r}")
+                return False
             self._jobs[key] = job
-
-    def busy_with(self, instruction: str) -> bool:
-        with self._lock:
-            return any(j.instruction == _one_line(instruction) for j in self._jobs.values())
+            return True
 
     def _job_for(self, text: str) -> Job | None:
         with self._lock:
@@ -239,19 +238,27 @@ async def soak(args: argparse.Namespace, adb_port: int, broker: MosquittoBroker,
                     book.reasons[msg.instruction_id] = f"{msg.status}: {msg.reason}"[:200]
             book.poke()
 
+    def pick(serial: str) -> Any:
+        """A task whose instruction no other phone has now, registered with the model."""
+        for cls in rng.sample(pool, len(pool)):
+            task = cls(rng.randrange(1000))
+            job = Job(_one_line(task.instruction),
+                      [_one_line(format_operation(op)) for op in task.reference])
+            if model.add(serial, job):
+                return task
+        return None
+
     async def phone_loop(bus: Bus, serial: str, index: int) -> None:
         phone = fleet.phone(serial)
         k = 0
         while time.monotonic() < deadline:
             k += 1
-            for _ in range(len(pool)):  # a job whose instruction no other phone has now
-                task = rng.choice(pool)(rng.randrange(1000))
-                if not model.busy_with(task.instruction):
-                    break
+            task = pick(serial)  # picked and registered with no await between
+            while task is None:  # every instruction is another phone's now: wait for one
+                await anyio.sleep(0.5)
+                task = pick(serial)
             await anyio.to_thread.run_sync(task.setup, phone)
             iid = f"soak-{index:02d}-{k:04d}"
-            model.add(serial, Job(_one_line(task.instruction),
-                                  [_one_line(format_operation(op)) for op in task.reference]))
             try:
                 with anyio.fail_after(cfg.bus.publish_timeout_s + 5):
                     await bus.publish(topics.device_instructions(serial), Instruction(
@@ -336,6 +343,9 @@ async def soak(args: argparse.Namespace, adb_port: int, broker: MosquittoBroker,
         "leftover_asyncio_task_names": sorted({t.get_name() for t in left})[:20],
         "rss_peak_first_minute_mb": round(max(first), 1),
         "rss_peak_last_minute_mb": round(max(last), 1),
+        "rss_mb_per_30s": [round(max(m for t, m in rss if k * 30 <= t < (k + 1) * 30), 1)
+                           for k in range(int(rss[-1][0] // 30) + 1)
+                           if any(k * 30 <= t < (k + 1) * 30 for t, _ in rss)] if rss else [],
         "rss_growth": round(max(last) / max(first) - 1, 3) if max(first) else None,
     }
 
