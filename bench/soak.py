@@ -68,7 +68,10 @@ class Job:
     reference: list[str]  # the reference operations, formatted as the agent writes them
 
 
-_STEP_RE = re.compile(r"^(\d+)\. (.*?) -> (.*); (\S+)", re.MULTILINE)
+# "3. Click text (Save) -> not found; not checked": the verdict is one word of a known set, as
+# a loop's reason after it has "; " of its own
+_STEP_RE = re.compile(r"^(\d+)\. (.*?) -> (.*?); (ok|unchanged|wrong_page|loop|incomplete|"
+                      r"complete|not checked)\b", re.MULTILINE)
 _HIDDEN_RE = re.compile(r"\((\d+) earlier steps not shown")
 _TARGET_RE = re.compile(r"The target to tap: (.*)")
 _NUMBERS_RE = re.compile(r"The boxes are numbered ([\d, ]+)\.")

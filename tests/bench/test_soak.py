@@ -37,6 +37,9 @@ def test_the_planner_gets_the_next_reference_step_the_history_does_not_show_done
     assert model.answer(_req("planner", history)).text.endswith("Action: Click text (Wi-Fi)")  # type: ignore[union-attr]
     undone = history.replace("; ok", "; wrong_page")  # an undone step is asked for again
     assert model.answer(_req("planner", undone)).text.endswith("Action: Open app (Settings)")  # type: ignore[union-attr]
+    looped = history + ("2. Click text (Wi-Fi) -> not done: repeated without effect; loop "
+                        "(Click text (Wi-Fi) was chosen 3 times; try something else)\n")
+    assert model.answer(_req("planner", looped)).text.endswith("Action: Click text (Wi-Fi)")  # type: ignore[union-attr]
     both = history + "2. Click text (Wi-Fi) -> done; ok\n"
     assert model.answer(_req("planner", both)).text.endswith("Action: Stop")  # type: ignore[union-attr]
     assert model.answer(_req("planner", "Instruction: something else")).status == 400
