@@ -16,8 +16,9 @@ What runs, all real but the model:
   seconds; a phone whose ADB transport drops every connection, then comes back
   (``fleet.restart``).
 
-After ``--minutes`` no new instruction is sent; the outstanding ones are waited for
-(``--drain-s``), then the host is cancelled and what is left running is counted.
+After ``--minutes`` no new instruction is sent; the outstanding ones are waited for (each at
+most 20 s per step of its budget, plus a minute: past that it counts as lost), then the host is
+cancelled and what is left running is counted.
 
 The report: instructions sent (acknowledged by the broker), finished, lost (acknowledged and never
 finished), run twice (more than one episode id), SU of the finished ones, leftover asyncio tasks
