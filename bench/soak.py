@@ -335,6 +335,7 @@ async def soak(args: argparse.Namespace, adb_port: int, broker: MosquittoBroker,
     outcomes = Counter(book.outcomes[i] for i in sent & finished)
     return {
         "phones": args.phones, "minutes": args.minutes, "seed": args.seed,
+        "phone_seed": args.phone_seed,
         "elapsed_s": round(elapsed, 1),
         "sent": len(sent), "unacknowledged": book.unacknowledged,
         "finished": len(sent & finished), "lost": len(lost), "lost_ids": lost[:20],
@@ -381,7 +382,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="mobagent bench soak", description=__doc__.split("\n")[0])
     p.add_argument("--minutes", type=float, default=2.0, help="how long instructions are sent")
     p.add_argument("--phones", type=int, default=4)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="the faults, the tasks and the model's")
+    p.add_argument("--phone-seed", type=int, default=0,
+                   help="the phones' seed; not 0 perturbs their screens (themes, layout), which "
+                        "the stand-in, following the reference blindly, does not see")
     p.add_argument("--broker-restarts", type=int, default=2)
     p.add_argument("--phone-drops", type=int, default=1)
     p.add_argument("--faults", type=float, default=0.03,
@@ -393,8 +397,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    if not 1 <= args.phones <= 32 or args.minutes <= 0 or not 0 <= args.faults <= 0.25:
-        print("bench/soak.py: --phones 1..32, --minutes > 0, --faults 0..0.25", file=sys.stderr)
+    if (not 1 <= args.phones <= 32 or args.minutes <= 0 or not 0 <= args.faults <= 0.25
+            or args.phone_seed < 0):
+        print("bench/soak.py: --phones 1..32, --minutes > 0, --faults 0..0.25, --phone-seed >= 0",
+              file=sys.stderr)
         return 2
     if MOSQUITTO is None:
         print("bench/soak.py: mosquitto is not installed (apt-get install mosquitto)",
@@ -419,7 +425,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                          timeout_s=args.llm_timeout)
     try:
         broker.start()
-        with SimFleet(args.phones, seed=args.seed, adb_port=adb_port) as fleet, \
+        with SimFleet(args.phones, seed=args.phone_seed, adb_port=adb_port) as fleet, \
                 OpenAIServer(policy=model.answer, keep_requests=False) as srv:
             threads_before = {t.ident for t in threading.enumerate()}
             result = anyio.run(soak, args, adb_port, broker, srv.base_url, model, fleet)
