@@ -22,6 +22,7 @@ BENCHMARKS = {
     "model_families": "Mobile-Eval-sim per model family, a stand-in model on loopback (--noise p)",
     "fleet": "steps/s and per-step overhead for 1..N phones",
     "perception_workers": "requests/s on one vs two `mobagent perceive` workers; one killed",
+    "soak": "chaos soak: serve on simulated phones while the broker, phones and model fail",
     "dashboard": "the live dashboard's CPU, frames per browser, and its cost to the fleet ratio",
     "memory": "planner prompt tokens per step with memory on and off; the history bound",
 }

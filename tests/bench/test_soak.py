@@ -1,0 +1,87 @@
+"""bench/soak.py: the stand-in model's answers, and one brief soak with a broker restart and a
+phone that drops and returns (nothing lost, nothing run twice, nothing left running)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bench.mosquitto import MOSQUITTO
+from bench.soak import Job, StandInModel
+from models.llm.react import CHOOSER_SYSTEM
+from tests.fixtures.openai_server import RecordedRequest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _req(system: str, user: str) -> RecordedRequest:
+    return RecordedRequest(path="/v1/chat/completions", headers={}, received_at=0.0, body={
+        "model": "m", "messages": [{"role": "system", "content": system},
+                                   {"role": "user", "content": user}]})
+
+
+def test_the_planner_gets_the_next_reference_step_the_history_does_not_show_done() -> None:
+    model = StandInModel(seed=0, faults=0.0, delay_s=0.0, timeout_s=5.0)
+    model.add("p1", Job("Open Settings and turn on Wi-Fi",
+                        ["Open app (Settings)", "Click text (Wi-Fi)"]))
+    first = model.answer(_req("planner", "Instruction: Open Settings and turn on Wi-Fi\n"
+                                         "No steps yet: this is the first action."))
+    assert first.status == 200 and first.text is not None
+    assert first.text.endswith("Action: Open app (Settings)")
+    history = ("Instruction: Open Settings and turn on Wi-Fi\nSteps so far (action -> result; "
+               "check):\n1. Open app (Settings) -> done; ok\n")
+    assert model.answer(_req("planner", history)).text.endswith("Action: Click text (Wi-Fi)")  # type: ignore[union-attr]
+    undone = history.replace("; ok", "; wrong_page")  # an undone step is asked for again
+    assert model.answer(_req("planner", undone)).text.endswith("Action: Open app (Settings)")  # type: ignore[union-attr]
+    looped = history + ("2. Click text (Wi-Fi) -> not done: repeated without effect; loop "
+                        "(Click text (Wi-Fi) was chosen 3 times; try something else)\n")
+    assert model.answer(_req("planner", looped)).text.endswith("Action: Click text (Wi-Fi)")  # type: ignore[union-attr]
+    both = history + "2. Click text (Wi-Fi) -> done; ok\n"
+    assert model.answer(_req("planner", both)).text.endswith("Action: Stop")  # type: ignore[union-attr]
+    assert model.answer(_req("planner", "Instruction: something else")).status == 400
+    # two phones with one instruction could not be told apart: the second is refused
+    assert not model.add("p2", Job("Open Settings and turn on Wi-Fi", ["Back"]))
+    assert model.add("p1", Job("Open Settings and turn on Wi-Fi", ["Back"]))  # its own: fine
+
+
+def test_the_chooser_picks_the_box_whose_text_is_the_target() -> None:
+    model = StandInModel(seed=0, faults=0.0, delay_s=0.0, timeout_s=5.0)
+    user = ('The target to tap: Wi-Fi\nThe boxes are numbered 1, 2. Which box is the target?\n'
+            'Text read in the boxes: 1: "Bluetooth"; 2: "Wi-Fi"\n')
+    assert model.answer(_req(CHOOSER_SYSTEM, user)).text == "Box: 2"
+
+
+def test_a_share_of_answers_fail_in_each_way() -> None:
+    model = StandInModel(seed=1, faults=0.2, delay_s=0.0, timeout_s=5.0)
+    model.add("p", Job("Go home", ["Home"]))
+    got = [model.answer(_req("planner", "Instruction: Go home")) for _ in range(400)]
+    assert {b.status for b in got} == {200, 429, 500}
+    assert all(b.headers.get("Retry-After") for b in got if b.status == 429)
+    assert any(b.delay_s > 5.0 for b in got)  # past llm.timeout_s
+    assert {"ok", "500", "429", "slow", "timeout", "plan_step"} <= set(model.stats)
+
+
+@pytest.mark.skipif(MOSQUITTO is None, reason="mosquitto is not installed")
+def test_a_brief_soak_loses_nothing_and_runs_nothing_twice(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.soak", "--phones", "2", "--minutes", "0.5",
+         "--broker-restarts", "1", "--phone-drops", "1", "--seed", "3"],
+        cwd=ROOT, capture_output=True, text=True, timeout=600, check=False)
+    lines = done.stdout.strip().splitlines()
+    assert lines, done.stderr[-3000:]
+    out = json.loads(lines[-1])
+    assert out["lost"] == 0 and out["twice"] == 0, out
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert out["sent"] >= 2 and out["finished"] == out["sent"]
+    assert sorted(f["kind"] for f in out["faults"]) == ["broker_restart", "phone_drop"]
+    assert out["broker_starts"] == 2
+    assert out["leftover_asyncio_tasks"] == 0, out["leftover_asyncio_task_names"]
+    assert out["leftover_threads"] == 0, out["leftover_thread_where"]
+    assert sum(out["outcomes"].values()) == out["finished"]
+    for key in ("su", "unacknowledged", "rss_peak_first_minute_mb", "rss_peak_last_minute_mb",
+                "model_answers", "elapsed_s"):
+        assert key in out
