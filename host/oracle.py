@@ -16,6 +16,7 @@ them. It lives in bench/ because actors may not see the simulator.
 from __future__ import annotations
 
 import io
+from collections import Counter
 from collections.abc import Sequence
 
 from PIL import Image, ImageChops, UnidentifiedImageError
@@ -52,10 +53,8 @@ class OraclePolicy:
         self._waits = 0
         self._retried = 0  # the reference index last retried
         self._waited_for = 0  # the reference index last waited for before its retry
-        self._scrolled_for = 0  # the reference index whose text target is looked for below
-        self._scrolls = 0
-        self._stale_for = 0  # the reference index whose frame was waited out as stale
-        self._stale_waits = 0
+        # How often a fix was used for a reference index: ("scroll" | "stale", index).
+        self._used: Counter[tuple[str, int]] = Counter()
 
     async def decide(self, ctx: StepContext) -> Decision:
         extra = self._script_fixes(ctx)
@@ -90,12 +89,10 @@ class OraclePolicy:
                 return Wait(), "the screen is loading"
         self._waits = 0
         nxt = self.ops[self._i] if self._i < len(self.ops) else None
-        if isinstance(nxt, GROUNDED_OPS) and self._frame_is_stale(ctx.screenshot):
-            if self._stale_for != self._i:
-                self._stale_for, self._stale_waits = self._i, 0
-            if self._stale_waits < MAX_STALE_WAITS:
-                self._stale_waits += 1
-                return Wait(), "the frame shows a screen that is gone (a spinner): wait"
+        if (isinstance(nxt, GROUNDED_OPS) and self._used["stale", self._i] < MAX_STALE_WAITS
+                and self._frame_is_stale(ctx.screenshot)):
+            self._used["stale", self._i] += 1
+            return Wait(), "the frame shows a screen that is gone (a spinner): wait"
         last = ctx.history[-1] if ctx.history else None
         if (last is not None and 0 < self._i <= len(self.ops) - 1 and self._retried < self._i
                 and last.action == self.ops[self._i - 1]
@@ -115,13 +112,12 @@ class OraclePolicy:
         # ordered by the seed). Scroll down and look again, twice at most, then move on.
         if (last is not None and 0 < self._i <= len(self.ops) - 1 and self._retried == self._i
                 and isinstance(self.ops[self._i - 1], ClickText)):
-            if self._scrolled_for != self._i:
-                self._scrolled_for, self._scrolls = self._i, 0
+            scrolls = self._used["scroll", self._i]
             if (last.action == self.ops[self._i - 1] and last.result == "not found"
-                    and self._scrolls < MAX_SCROLLS):
-                self._scrolls += 1
+                    and scrolls < MAX_SCROLLS):
+                self._used["scroll", self._i] += 1
                 return PageDown(), "the target is not on this screen: scroll down to look for it"
-            if isinstance(last.action, PageDown) and self._scrolls:
+            if isinstance(last.action, PageDown) and scrolls:
                 return self.ops[self._i - 1], "after scrolling, the step that found nothing"
         return None
 
