@@ -32,7 +32,7 @@ from sim.eval.tasks import get_task
 from sim.fleet import SimFleet
 from tests.dashboard.conftest import dashboard
 from tests.fixtures.mosquitto import MosquittoBroker
-from tests.fleet.helpers import FAST, Client, fleet_client
+from tests.fleet.helpers import FAST, fleet_client
 
 pytestmark = [pytest.mark.anyio, pytest.mark.needs_mosquitto, pytest.mark.needs_adb,
               pytest.mark.slow]
@@ -139,17 +139,6 @@ class Page:
             self.d.save_screenshot(str(Path(where) / name))
 
 
-async def wait_outcomes(client: Client, serial: str, n: int, timeout_s: float = 120) -> Any:
-    """The phone's n-th EpisodeFinished, as the bus carried it."""
-    def seen() -> list[Any]:
-        return [f for f in client.finished if f.device == serial]
-
-    with anyio.fail_after(timeout_s):
-        while len(seen()) < n:
-            await client._wait_change()
-    return seen()[n - 1]
-
-
 async def test_the_fleet_live_in_chromium(
     mosquitto: MosquittoBroker, sim_fleet: Callable[..., SimFleet], browser: Any,
 ) -> None:
@@ -190,12 +179,12 @@ async def test_the_fleet_live_in_chromium(
             tg.start_soon(host.run_on, a, run)
             await anyio.to_thread.run_sync(page.wait, lambda _d: "busy idle" in
                                            page.tiles()[a]["seen"])
-            assert (await wait_outcomes(client, a, 1)).status == "succeeded"
+            assert (await client.wait_finished_on(a, 1, timeout_s=120)).status == "succeeded"
 
             # Submitted from the page: the episode runs and the task holds on the phone.
             await anyio.to_thread.run_sync(notes_task.setup, fleet.phone(b))
             await anyio.to_thread.run_sync(page.submit, b, notes_task.instruction)
-            outcome = await wait_outcomes(client, b, 1)
+            outcome = await client.wait_finished_on(b, 1, timeout_s=120)
             assert outcome.status == "succeeded", outcome.reason
             assert await anyio.to_thread.run_sync(notes_task.is_successful, fleet.phone(b))
             await anyio.to_thread.run_sync(page.shot, "dashboard-fleet.png")
@@ -213,7 +202,7 @@ async def test_the_fleet_live_in_chromium(
             await anyio.to_thread.run_sync(lambda: browser.find_element(
                 By.ID, "answer-text").send_keys("the work account"))
             await anyio.to_thread.run_sync(page.click, "form-answer-submit")
-            outcome = await wait_outcomes(client, a, 2)
+            outcome = await client.wait_finished_on(a, 2, timeout_s=120)
             assert outcome.status == "succeeded", outcome.reason
             results = [r.result for c in scripted[a].seen for r in c.history]
             assert "answered: the work account" in results
@@ -223,7 +212,7 @@ async def test_the_fleet_live_in_chromium(
             await anyio.to_thread.run_sync(page.wait, lambda d: d.execute_script(
                 "return !document.getElementById('btn-cancel').disabled"))
             await anyio.to_thread.run_sync(page.click, "btn-cancel")
-            outcome = await wait_outcomes(client, a, 3)
+            outcome = await client.wait_finished_on(a, 3, timeout_s=120)
             assert outcome.status == "cancelled"
             await anyio.to_thread.run_sync(page.wait, lambda _d: page.tiles()[a]["status"]
                                            == "idle")

@@ -151,6 +151,18 @@ class Client:
             while not want <= set(self.finished_ids()):
                 await self._wait_change()
 
+    async def wait_finished_on(self, serial: str, n: int, timeout_s: float = 30.0
+                               ) -> EpisodeFinished:
+        """The phone's n-th EpisodeFinished (for instructions whose ids the test did not pick,
+        e.g. submitted from a web page)."""
+        def seen() -> list[EpisodeFinished]:
+            return [f for f in self.finished if f.device == serial]
+
+        with anyio.fail_after(timeout_s):
+            while len(seen()) < n:
+                await self._wait_change()
+        return seen()[n - 1]
+
     async def wait_actions(self, instruction_id: str, count: int, timeout_s: float = 30.0) -> None:
         """Until ``count`` performed actions of the instruction's episode have been seen."""
         with anyio.fail_after(timeout_s):
