@@ -64,13 +64,21 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 import anyio  # noqa: E402
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from anyio.abc import TaskGroup
+
+    from host.fleet import FleetManager
+    from runtime.bus import Bus
 
 ACTION_RE = re.compile(r"Action:\s*Tap\s*\((\d+),\s*(\d+)\)")
 
@@ -360,13 +368,31 @@ class Mosquitto:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
+async def start_fleet(tg: TaskGroup, hbus: Bus, cbus: Bus, worker: Any, serials: list[str],
+                      adb_port: int, extra_actors: Sequence[Any]) -> FleetManager:
+    """The bench's fleet on ``serials``, run in ``tg``, with ``cbus`` subscribed to episode
+    outcomes; returns once every phone is idle."""
+    from host.fleet import FleetConfig, FleetManager, run_fleet
+    from runtime import topics
+
+    fm = FleetManager(hbus, run_episode=worker, host="bench",
+                      config=FleetConfig(serials=serials, adb_port=adb_port),
+                      max_instruction_chars=2000)
+    tg.start_soon(lambda: run_fleet(hbus, fm, extra_actors=extra_actors))
+    await cbus.subscribe(topics.device_events_filter(None, "episode_finished"))
+    with anyio.fail_after(60):
+        while sum(1 for st in fm.devices().values() if st == "idle") < len(serials):  # noqa: ASYNC110 (polling)
+            await anyio.sleep(0.05)
+    return fm
+
+
 async def run_n(n: int, args: argparse.Namespace, adb_port: int, llm_url: str,
                 broker_url: str) -> RunStats:
     import msgspec
     import openai
     from PIL import Image
 
-    from host.fleet import DeviceHandle, EpisodeControl, FleetConfig, FleetManager, run_fleet
+    from host.fleet import DeviceHandle, EpisodeControl
     from protocol.messages import CODEC, EpisodeFinished, Instruction, StepTiming
     from runtime import topics
     from runtime.bus import Bus, parse_broker_url
@@ -498,14 +524,7 @@ async def run_n(n: int, args: argparse.Namespace, adb_port: int, llm_url: str,
                 worker = agent_worker(llm_client, services, stats, args.llm_delay, args.steps,
                                       args.capture)
                 extra = services.actors()
-            fm = FleetManager(hbus, run_episode=worker, host="bench",
-                              config=FleetConfig(serials=serials, adb_port=adb_port),
-                              max_instruction_chars=2000)
-            tg.start_soon(lambda: run_fleet(hbus, fm, extra_actors=extra))
-            await cbus.subscribe(topics.device_events_filter(None, "episode_finished"))
-            with anyio.fail_after(60):
-                while sum(1 for s in fm.devices().values() if s == "idle") < n:  # noqa: ASYNC110 (polling)
-                    await anyio.sleep(0.05)
+            await start_fleet(tg, hbus, cbus, worker, serials, adb_port, extra)
 
             async def collect() -> None:
                 async for _, msg in cbus.messages():
@@ -564,7 +583,6 @@ async def run_n_eval(n: int, args: argparse.Namespace, adb_port: int, llm_url: s
     from actors.planner import LLMPolicy
     from actors.services import AgentServices
     from host.eval import select_tasks
-    from host.fleet import FleetConfig, FleetManager, run_fleet
     from host.oracle import OraclePolicy
     from models.grounding import PerceptionSettings
     from models.llm import LLMClient, LLMSettings, RoleModels
@@ -615,14 +633,7 @@ async def run_n_eval(n: int, args: argparse.Namespace, adb_port: int, llm_url: s
             worker = agent_worker(llm_client, services, stats, args.llm_delay, 0, args.capture,
                                   settings=settings, policy_for=policy_for,
                                   meter=perception.meter)
-            fm = FleetManager(hbus, run_episode=worker, host="bench",
-                              config=FleetConfig(serials=serials, adb_port=adb_port),
-                              max_instruction_chars=2000)
-            tg.start_soon(lambda: run_fleet(hbus, fm, extra_actors=services.actors()))
-            await cbus.subscribe(topics.device_events_filter(None, "episode_finished"))
-            with anyio.fail_after(60):
-                while sum(1 for st in fm.devices().values() if st == "idle") < n:  # noqa: ASYNC110 (polling)
-                    await anyio.sleep(0.05)
+            await start_fleet(tg, hbus, cbus, worker, serials, adb_port, services.actors())
 
             async def collect() -> None:
                 async for _, msg in cbus.messages():
