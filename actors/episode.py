@@ -30,7 +30,12 @@ with the reason). Each step, for device ``d``:
 prompt. The loop guard (``actors/loop_guard.py``), the step budget and the completion check
 are the planner's own. The planner never calls a device or a model engine itself: capture,
 perception, actuation and reflection are reached only through their requests, and each
-event kind has one producer (the planner publishes only its own kinds).
+event kind has one producer (the planner publishes only its own kinds). What the planner
+settles itself still goes through the owner of the kind: a step it ends without the phone
+(target not found, not approved, an Ask answered) is an ``ActRequest`` with ``settled``,
+answered by the actuator's ``ActionDone``; its own verdicts (loop guard, completion check,
+unusable reply, LLM judge) are a ``ReflectRequest`` with ``given``, answered by the
+reflector's ``Reflection``.
 
 The host registers each phone with its ``AgentServices`` (the services own the per-device
 state); an agent whose phone its services do not serve fails the episode with that reason.
@@ -51,7 +56,7 @@ import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
-from typing import TypeVar
+from typing import Literal, TypeVar
 
 import anyio
 import msgspec
@@ -89,6 +94,7 @@ from protocol.messages import (
     Error,
     Frame,
     FrameRequest,
+    Given,
     Grounded,
     GroundRequest,
     Instruction,
@@ -101,6 +107,7 @@ from protocol.messages import (
     Question,
     Reflection,
     ReflectRequest,
+    Settled,
     Steer,
     StepTiming,
     Verdict,
@@ -457,8 +464,15 @@ class _Episode:
             raise _Finish("failed", f"cost cap of ${cap:g} reached: the LLM calls cost "
                                     f"${self.cost_usd:.4f}")
 
-    async def reflect(self, verdict: Verdict, reason: str) -> None:
-        await self.send(Reflection(verdict=verdict, reason=reason[:2000]))
+    async def reflect(self, verdict: Verdict, reason: str, op: Operation | None, before: Frame,
+                      after: Frame | None = None, *, source: Literal["", "llm"] = "") -> None:
+        """A verdict the planner reached itself, published by the reflector service (the one
+        producer of ``Reflection``) as a ``ReflectRequest`` with ``given``."""
+        await self.a.call(self.request(ReflectRequest(
+            request_id="-", before_frame_id=before.frame_id,
+            after_frame_id=(after or before).frame_id, operation=op,
+            given=Given(verdict=verdict, reason=reason[:2000], source=source))),
+            (Reflection,), self.t_reflect)
 
     async def frame(self, step: int, *, app: bool = False) -> Frame:
         """A step frame from the capture service, with its OCR lines when hints are on."""
@@ -510,11 +524,16 @@ class _Episode:
             self.progress = text
             await self.send(Progress(text=text, origin=origin))  # type: ignore[arg-type]
 
-    async def done(self, op: Operation, ok: bool, detail: str, t0: float,
-                   point: tuple[int, int] | None = None) -> None:
-        await self.send(ActionDone(
-            operation=op, ok=ok, detail=detail[:2000], duration_s=time.perf_counter() - t0,
-            x=point[0] if point else None, y=point[1] if point else None))
+    async def settle(self, op: Operation, ok: bool, detail: str, t0: float,
+                     before: Frame) -> None:
+        """An operation settled without the phone (not found, not approved, an Ask answered),
+        published by the actuator service (the one producer of ``ActionDone``) as an
+        ``ActRequest`` with ``settled``: nothing is performed."""
+        await self.a.call(self.request(ActRequest(
+            request_id="-", operation=op, frame_id=before.frame_id, width=before.width,
+            height=before.height, settled=Settled(ok=ok, detail=detail[:2000],
+                                                  duration_s=time.perf_counter() - t0))),
+            (ActionDone,), self.t_act)
 
     async def loop(self) -> None:
         s = self.s
@@ -531,7 +550,8 @@ class _Episode:
         while True:
             if self.step > self.budget:
                 self.step = self.budget
-                await self.reflect("incomplete", f"the step budget of {self.budget} is spent")
+                await self.reflect("incomplete", f"the step budget of {self.budget} is spent",
+                                   None, before)
                 raise _Finish("failed", f"step budget of {self.budget} steps exhausted")
             with anyio.fail_after(s.step_timeout_s), \
                     self.a.tracing.span("step", {"mobagent.step": self.step}):
@@ -590,7 +610,7 @@ class _Episode:
             self.feedback = [f"Your last reply could not be used ({decision.parse_error}); "
                              "nothing was done. Answer in the required format."]
             await self.reflect("unchanged", f"unusable reply, nothing executed: "
-                                            f"{decision.parse_error}")
+                                            f"{decision.parse_error}", None, before)
             await timing()
             return before, app_before
         self.unusable = 0
@@ -603,7 +623,7 @@ class _Episode:
         count = self.guard.note_choice(before, op)
         loop = self.guard.verdict(count, op)
         if loop is not None:
-            await self.reflect("loop", loop)
+            await self.reflect("loop", loop, op, before)
             if count >= s.loop_guard + 2:
                 await timing()
                 raise _Finish("failed", f"loop guard: {format_operation(op)} chosen {count} "
@@ -644,7 +664,8 @@ class _Episode:
             approved, note = await self.approval(op, pattern)
             phases["approval"] = time.perf_counter() - t
             if not approved:
-                await self.done(op, False, f"skipped: not approved ({note})", time.perf_counter())
+                await self.settle(op, False, f"skipped: not approved ({note})",
+                                  time.perf_counter(), before)
                 self.record(op, f"skipped: not approved{f' ({note})' if note else ''}", before)
                 self.feedback = [f"The user did not approve {format_operation(op)}"
                                  + (f": {note}" if note else "") + ". Do something else or Stop."]
@@ -717,8 +738,7 @@ class _Episode:
         if j.verdict not in ("ok", "wrong_page", "unchanged"):
             log.warning("judge_unusable", reason=j.reason[:200])
             return None
-        await self.send(Reflection(verdict=j.verdict, reason=j.reason[:2000],  # type: ignore[arg-type]
-                                   source="llm"))
+        await self.reflect(j.verdict, j.reason, op, before, after, source="llm")  # type: ignore[arg-type]
         return j.verdict, j.reason
 
     async def undo(self, after: Frame, phases: dict[str, float]) -> Frame:
@@ -760,10 +780,10 @@ class _Episode:
         phases["reflection"] = time.perf_counter() - t
         await self.usage(comp.replies, "reflect")
         if comp.complete:
-            await self.reflect("complete", comp.reason)
+            await self.reflect("complete", comp.reason, Stop(), before)
             raise _Finish("succeeded", comp.reason or "complete")
         self.not_complete += 1
-        await self.reflect("incomplete", comp.reason)
+        await self.reflect("incomplete", comp.reason, Stop(), before)
         self.record(Stop(), "not complete", before, "incomplete", comp.reason)
         self.feedback = [incomplete_feedback(comp.reason or "no reason given")]
         if self.not_complete > self.s.max_not_complete:
@@ -806,7 +826,7 @@ class _Episode:
             assert isinstance(ans, NotFound)
             closest = list(ans.closest)
         self.feedback = [not_found_feedback(op, closest)]
-        await self.done(op, False, "target not found on the screen", time.perf_counter())
+        await self.settle(op, False, "target not found on the screen", time.perf_counter(), before)
         self.record(op, "not found", before)
         return None
 
@@ -844,6 +864,6 @@ class _Episode:
         else:
             assert isinstance(got, Answer)
             result = f"answered: {got.text}"
-        await self.done(op, got is not None, result, t)
+        await self.settle(op, got is not None, result, t, before)
         self.record(op, result, before)
         self.executed.append(op)

@@ -2,7 +2,8 @@
 
 This is the planner's own check, made before anything is executed (the reflector judges
 executed actions from their before/after frames; it never sees a choice that was not
-carried out). It publishes nothing: the planner turns a verdict into its ``Reflection``.
+carried out). It publishes nothing: the planner hands a verdict to the reflector (a
+``ReflectRequest`` with ``given``), which publishes it as the ``Reflection``.
 """
 
 from __future__ import annotations

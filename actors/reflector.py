@@ -17,7 +17,10 @@ the planner's next prompt.
 The loop guard (the same operation chosen on one frame again and again) is the planner's,
 ``actors/loop_guard.py``: it is judged before anything is executed.
 
-``ReflectorActor`` holds the checks and one episode's memory (screens seen).
+``ReflectorActor`` holds the checks and one episode's memory (screens seen). The service is
+the one producer of ``Reflection``: a verdict the planner reached itself (loop guard,
+completion check, unusable reply, LLM judge) comes as a ``ReflectRequest`` with ``given``
+and is published as it says (``source`` names who judged), nothing compared.
 ``ReflectorService`` is the host-level actor on the bus: it answers each ``ReflectRequest``
 (``devices/{serial}/requests/reflect_request``, naming the before and after frame ids) with
 a ``Reflection`` carrying the request id and the foreground app it read, using the
@@ -169,6 +172,11 @@ class ReflectorService(ServiceActor):
         if entry.episode_id != req.episode_id:
             entry.reflector.reset()  # its memory (screens seen) is per episode
             entry.episode_id = req.episode_id
+        if req.given is not None:  # the planner's own verdict: published as it is
+            g = req.given
+            return Reflection(verdict=g.verdict, reason=g.reason[:2000], source=g.source)
+        if req.operation is None:
+            raise ValueError("a ReflectRequest without a given verdict needs its operation")
         before_f, before = await self.frames.rgb(req.before_frame_id, req.device)
         after_f, after = await self.frames.rgb(req.after_frame_id, req.device)
         app_after = ""

@@ -82,9 +82,21 @@ class FrameRequest(Msg, tag="frame_request", frozen=True):
     ocr: bool = False
 
 
+class Settled(msgspec.Struct, frozen=True):
+    """An operation the planner settled without the phone: the target was not found, the
+    user did not approve it, or the user answered an ``Ask``."""
+
+    ok: bool
+    detail: str = ""
+    duration_s: Annotated[float, msgspec.Meta(ge=0)] = 0.0
+
+
 class ActRequest(Msg, tag="act_request", frozen=True):
     """Perform ``operation`` (at ``x, y`` when it was grounded) on a ``width x height`` screen;
-    the reply is an ``ActionDone``."""
+    the reply is an ``ActionDone``.
+
+    With ``settled`` nothing is performed: the actuator publishes that outcome as the
+    ``ActionDone``, so every ``ActionDone`` comes from the actuator (one producer)."""
 
     request_id: NonEmpty
     operation: Operation
@@ -93,16 +105,34 @@ class ActRequest(Msg, tag="act_request", frozen=True):
     y: int | None = None
     width: Annotated[int, msgspec.Meta(ge=0)] = 0
     height: Annotated[int, msgspec.Meta(ge=0)] = 0
+    settled: Settled | None = None
+
+
+Verdict = Literal["ok", "unchanged", "wrong_page", "loop", "incomplete", "complete"]
+
+
+class Given(msgspec.Struct, frozen=True):
+    """A verdict the planner reached itself: the loop guard, the completion check, an
+    unusable reply (``source=""``) or the LLM judge on the two screenshots (``"llm"``)."""
+
+    verdict: Verdict
+    reason: str = ""
+    source: Literal["", "llm"] = ""
 
 
 class ReflectRequest(Msg, tag="reflect_request", frozen=True):
-    """Compare the frames before and after ``operation``; the reply is a ``Reflection``."""
+    """Compare the frames before and after ``operation``; the reply is a ``Reflection``.
+
+    With ``given`` nothing is compared: the reflector publishes that verdict as the
+    ``Reflection``, so every ``Reflection`` comes from the reflector (one producer); the
+    operation is then None when the planner had none (an unusable reply)."""
 
     request_id: NonEmpty
     before_frame_id: NonEmpty
     after_frame_id: NonEmpty
-    operation: Operation
+    operation: Operation | None = None  # required unless ``given``
     app_before: str = ""  # the foreground app before the action ("" unknown)
+    given: Given | None = None
 
 
 # ---- one step, inside a device's actor group ---------------------------------------
@@ -235,9 +265,6 @@ class ActionDone(Msg, tag="action_done", frozen=True):
     request_id: str = ""  # the request this answers ("" when none)
 
 
-Verdict = Literal["ok", "unchanged", "wrong_page", "loop", "incomplete", "complete"]
-
-
 class Reflection(Msg, tag="reflection", frozen=True):
     verdict: Verdict
     reason: str = ""
@@ -332,10 +359,10 @@ __all__ = [
     "AGENT_KINDS", "BINARY_TYPES", "CODEC", "KINDS", "MESSAGE_TYPES", "RUNTIME_KINDS",
     "ActRequest", "ActionDone", "Ambiguous", "Answer", "Approve", "Box", "Cancel", "Candidate",
     "Codec", "Coord", "DecodeError", "DeviceStatus", "EpisodeFinished", "EpisodeStarted",
-    "EpisodeStatus", "Error", "Frame", "FrameRequest", "GroundRequest", "Grounded",
+    "EpisodeStatus", "Error", "Frame", "FrameRequest", "Given", "GroundRequest", "Grounded",
     "HostStatus", "ImageFormat", "Instruction", "LlmUsage", "Message", "Msg", "NonEmpty",
     "NoteKept", "NotFound", "Plan", "Progress",
-    "Question", "ReadTextRequest", "ReflectRequest", "Reflection", "Rejected", "Steer",
+    "Question", "ReadTextRequest", "ReflectRequest", "Reflection", "Rejected", "Settled", "Steer",
     "StepTiming", "TextRead", "Verdict", "decode", "decode_for", "decode_payload", "encode",
     "is_binary",
     "is_rejection", "kind_of",

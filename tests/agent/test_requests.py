@@ -47,7 +47,7 @@ from protocol.messages import (
     Reflection,
     ReflectRequest,
 )
-from protocol.operations import Ask, Back, ClickText, OpenApp
+from protocol.operations import Ask, Back, ClickText, OpenApp, TypeText
 from runtime import topics
 from runtime.actor import run_actors
 from runtime.bus import Bus
@@ -210,6 +210,12 @@ async def test_two_phones_at_once_without_cross_talk(
                 after_frame_id=after.frame_id, operation=Back()), timeout_s=30,
                 expect=(Reflection,))
             assert isinstance(ref, Reflection) and ref.verdict == "ok" and ref.app
+            # Without a verdict given, the reflector needs the operation: the asker gets why.
+            with pytest.raises(RequestFailed, match="needs its operation"):
+                await services.requests.call(ReflectRequest(
+                    request_id=new_request_id(), device=b,
+                    before_frame_id=frames[(b, 1)].frame_id, after_frame_id=after.frame_id),
+                    timeout_s=30, expect=(Reflection,))
             tg.cancel_scope.cancel()
     # Every frame went over the broker, on its own phone's topic.
     assert len(seen) >= 7
@@ -378,7 +384,10 @@ async def test_each_event_kind_has_one_producer(
     sim_device: SimDevice, shared_perception: PerceptionActor,
 ) -> None:
     """The planner publishes only its own kinds; frames, grounding answers and the launcher
-    fallback's reads come from the services, whose replies each answer one request kind."""
+    fallback's reads come from the services, whose replies each answer one request kind.
+    What the planner settles itself (a miss, a refused approval, an unanswered Ask; the loop
+    guard's and the completion check's verdicts) is still published by the actuator and the
+    reflector, as the answer to a request."""
     published: list[tuple[str, str, Msg]] = []  # (producer, topic, message)
 
     class Tagged:
@@ -394,14 +403,19 @@ async def test_each_event_kind_has_one_producer(
     phone.settle()
     device = AdbDevice(sim_device.serial)
     # ocr_hints: the frame replies carry OCR lines; Open app with no package known: the
-    # actuator's launcher fallback asks capture for frames with lines.
-    settings = fast_settings(completion_check=False, ocr_hints=True, packages={})
+    # actuator's launcher fallback asks capture for frames with lines. The loop guard fires
+    # on the second miss; "send" waits for an approval that never comes, the Ask for an
+    # answer; the completion check (the scripted policy's) accepts the Stop.
+    settings = fast_settings(completion_check=True, ocr_hints=True, packages={}, loop_guard=2,
+                             approval=True, approval_timeout_s=0.2, ask_timeout_s=0.2)
     services = AgentServices.loopback(Tagged("services"), shared_perception,
                                       devices=[(device, settings)])
     agent = DeviceAgent(Tagged("planner"), device, settings=settings,
                         perception=shared_perception, services=services,
                         policy_for=lambda _i: ScriptedPolicy(
-                            [ClickText("Frobnicate widget"), Back(), OpenApp("TikTok")]))
+                            [ClickText("Frobnicate widget"), ClickText("Frobnicate widget"),
+                             TypeText("send it"), Ask("Which one?"), Back(),
+                             OpenApp("TikTok")]))
     # TikTok: its package (com.zhiliaoapp.musically) does not name it, so the launcher is read.
     outcome = await agent.run_episode(Instruction(id=uuid.uuid4().hex, text="Open TikTok."))
     assert outcome.status == "succeeded", outcome.reason
@@ -417,10 +431,23 @@ async def test_each_event_kind_has_one_producer(
         assert producers.get(kind) == {"planner"}, (kind, producers.get(kind))
     assert not {"Grounded", "Ambiguous", "NotFound", "Frame"} & {
         k for k, p in producers.items() if "planner" in p}
-    # Known, not split yet: the planner still reports the steps it settles itself (a miss,
-    # a refused approval, an Ask; loop/completion verdicts) as ActionDone / Reflection.
-    # Any other kind gaining a second producer fails here.
-    assert {k for k, p in producers.items() if len(p) > 1} <= {"ActionDone", "Reflection"}
+    # ActionDone only from the actuator, Reflection only from the reflector: every one
+    # answers a request, those the planner settled included.
+    assert producers.get("ActionDone") == {"services"}, producers.get("ActionDone")
+    assert producers.get("Reflection") == {"services"}, producers.get("Reflection")
+    assert not {k for k, p in producers.items() if len(p) > 1}, producers
+    answers = [m for _, t, m in published if isinstance(m, ActionDone | Reflection)]
+    assert all(m.request_id for m in answers), answers
+    settled = [(d.operation, d.ok, d.detail) for d in answers
+               if isinstance(d, ActionDone) and not d.ok]
+    assert settled == [
+        (ClickText("Frobnicate widget"), False, "target not found on the screen"),
+        (TypeText("send it"), False, "skipped: not approved (no approval within 0.2s)"),
+        (Ask("Which one?"), False, "no answer within 0.2s"),
+    ], settled
+    verdicts = [(r.verdict, r.source) for r in answers if isinstance(r, Reflection)]
+    assert ("loop", "") in verdicts and verdicts[-1] == ("complete", ""), verdicts
+    assert {s for v, s in verdicts if v in ("ok", "unchanged", "wrong_page")} == {"pixels"}
     # The launcher fallback's frames came from the capture service, with their OCR lines.
     frames = [m for p, _, m in published if isinstance(m, Frame)]
     assert frames and all(f.lines for f in frames)
