@@ -164,8 +164,7 @@ class DeviceHandle:
             try:
                 closer()
             except Exception as exc:  # one failing clean-up must not skip the others
-                log.warning("fleet_closer_failed", device=self.serial,
-                            error=f"{type(exc).__name__}: {exc}")
+                log.warning("fleet_closer_failed", error=f"{type(exc).__name__}: {exc}")
 
     def adb_device(self) -> adbutils.AdbDevice:
         """The adbutils device, scoped to this serial (blocking: call it off the loop)."""
@@ -177,7 +176,7 @@ class DeviceHandle:
             with anyio.fail_after(timeout_s):
                 await self.bus.publish(topics.device_event(self.serial, msg), msg)
         except Exception as exc:
-            log.warning("fleet_emit_failed", device=self.serial, kind=type(msg).__name__,
+            log.warning("fleet_emit_failed", kind=type(msg).__name__,
                         error=f"{type(exc).__name__}: {exc}")
 
 
@@ -360,6 +359,12 @@ class FleetManager(Actor):
     async def _accept(self, serial: str | None, instr: Instruction
                       ) -> Job | EpisodeFinished | None:
         """Queue ``instr``: its job, its rejection, or None (a duplicate, or not ours)."""
+        # Every log line about this instruction names its phone (None: fleet-wide).
+        with structlog.contextvars.bound_contextvars(device=serial):
+            return await self._queue(serial, instr)
+
+    async def _queue(self, serial: str | None, instr: Instruction
+                     ) -> Job | EpisodeFinished | None:
         if not self._ready.is_set():
             with anyio.move_on_after(self.config.startup_wait_s):
                 await self._ready.wait()
@@ -367,14 +372,14 @@ class FleetManager(Actor):
         if serial is not None and slot is None:
             # Device topics are subscribed with a wildcard: another host may own this phone.
             self.stats.ignored += 1
-            log.info("fleet_instruction_not_ours", id=instr.id, device=serial)
+            log.info("fleet_instruction_not_ours", id=instr.id)
             return None
         problem = instruction_problem(instr.text, max_chars=self.max_instruction_chars)
         if problem is not None:
             return await self._reject(serial, instr, problem)
         if instr.id in self._seen:
             self.stats.duplicates += 1
-            log.info("fleet_instruction_duplicate", id=instr.id, device=serial)
+            log.info("fleet_instruction_duplicate", id=instr.id)
             return None
         job = Job(instr, instr.episode_id or f"ep-{uuid.uuid4().hex[:12]}",
                   fleet=serial is None, queued_at=anyio.current_time())
@@ -393,8 +398,8 @@ class FleetManager(Actor):
             self._seen.first_time(instr.id)
             slot.queue.append(job)
         self.stats.accepted += 1
-        log.info("fleet_instruction_queued", id=instr.id, device=serial,
-                 fleet=serial is None, episode=job.episode_id)
+        log.info("fleet_instruction_queued", id=instr.id, fleet=serial is None,
+                 episode=job.episode_id)
         self._notify()
         return job
 
@@ -403,7 +408,7 @@ class FleetManager(Actor):
 
     async def _reject(self, serial: str | None, instr: Instruction, why: str) -> EpisodeFinished:
         self.stats.rejected += 1
-        log.warning("fleet_instruction_rejected", id=instr.id, device=serial, reason=why)
+        log.warning("fleet_instruction_rejected", id=instr.id, reason=why)
         source = topics.device_instructions(serial) if serial else topics.fleet_instructions()
         err = Error(topic=source, reason="instruction refused", detail=why,
                     device=serial or "", correlation_id=instr.id, episode_id=instr.episode_id)
@@ -421,12 +426,13 @@ class FleetManager(Actor):
         slot = self._slots.get(serial) if serial else None
         if slot is None:
             return  # another host's phone
-        if isinstance(msg, Cancel):
-            await self._cancel(slot, msg)
-        elif isinstance(msg, Approve | Answer | Steer):
-            cur = slot.current
-            if cur is not None and self._matches(msg, cur[0]):
-                cur[1].deliver(msg)
+        with structlog.contextvars.bound_contextvars(device=slot.serial):
+            if isinstance(msg, Cancel):
+                await self._cancel(slot, msg)
+            elif isinstance(msg, Approve | Answer | Steer):
+                cur = slot.current
+                if cur is not None and self._matches(msg, cur[0]):
+                    cur[1].deliver(msg)
 
     @staticmethod
     def _matches(msg: Msg, job: Job) -> bool:
@@ -439,20 +445,20 @@ class FleetManager(Actor):
         cur = slot.current
         if cur is not None and self._matches(msg, cur[0]):
             job, control = cur
-            log.info("fleet_cancel_running", device=slot.serial, id=job.instr.id)
+            log.info("fleet_cancel_running", id=job.instr.id)
             control.cancel(reason)
             if slot.tg is not None:
                 slot.tg.start_soon(self._hard_stop_after_grace, control)
             return
         targeted = bool(msg.correlation_id or msg.episode_id)
         if not targeted:
-            log.info("fleet_cancel_nothing_running", device=slot.serial)
+            log.info("fleet_cancel_nothing_running")
             return
         for queue, serial in ((slot.queue, slot.serial), (self._fleet_queue, None)):
             for job in list(queue):
                 if self._matches(msg, job):
                     queue.remove(job)
-                    log.info("fleet_cancel_queued", device=serial, id=job.instr.id)
+                    log.info("fleet_cancel_queued", id=job.instr.id, fleet=serial is None)
                     fin = EpisodeFinished(
                         instruction_id=job.instr.id, status="cancelled",
                         reason=f"{reason} (while queued)", device=serial or "",
@@ -461,8 +467,7 @@ class FleetManager(Actor):
                     await self._publish_event(serial, fin, terminal=True)
                     job.finish(fin)
                     return
-        log.info("fleet_cancel_unknown", device=slot.serial, id=msg.correlation_id,
-                 episode=msg.episode_id)
+        log.info("fleet_cancel_unknown", id=msg.correlation_id, episode=msg.episode_id)
 
     async def _hard_stop_after_grace(self, control: EpisodeControl) -> None:
         with anyio.move_on_after(self.config.cancel_grace_s):
@@ -546,6 +551,10 @@ class FleetManager(Actor):
     async def _on_device(self, serial: str, state: str) -> None:
         if not self._is_wanted(serial):
             return
+        with structlog.contextvars.bound_contextvars(device=serial):
+            await self._device_changed(serial, state)
+
+    async def _device_changed(self, serial: str, state: str) -> None:
         slot = self._slots.get(serial)
         if slot is None:
             if state != "device":
@@ -564,7 +573,7 @@ class FleetManager(Actor):
         slot.online = True
         slot.generation += 1
         self.stats.group_starts += 1
-        log.info("fleet_device_online", device=slot.serial, generation=slot.generation)
+        log.info("fleet_device_online", generation=slot.generation)
         await self._tg.start(self._device_group, slot)
         await self._publish_host_status()
 
@@ -574,7 +583,7 @@ class FleetManager(Actor):
                 await self._set_status(slot, "offline", detail)
             return
         slot.online = False
-        log.info("fleet_device_offline", device=slot.serial, detail=detail)
+        log.info("fleet_device_offline", detail=detail)
         if slot.scope is not None:
             slot.scope.cancel()
         await self._wait_group_exit(slot)
@@ -589,6 +598,9 @@ class FleetManager(Actor):
     # ---- one phone's group ---------------------------------------------------------------
 
     async def _device_group(self, slot: DeviceSlot, *, task_status: TaskStatus[None]) -> None:
+        # Every log line of this phone's group (its episodes, its work, its clean-up) names
+        # the phone: bound once, in this task's own context.
+        structlog.contextvars.bind_contextvars(device=slot.serial)
         done = slot.done = anyio.Event()
         handle = DeviceHandle(
             serial=slot.serial, host=self.host, generation=slot.generation,
@@ -610,8 +622,8 @@ class FleetManager(Actor):
         async def crashed(cause: BaseException, _restarts: int, delay: float) -> None:
             # A bug in the loop: this phone's group restarts, the others are not touched.
             self.stats.group_crashes += 1
-            log.error("fleet_device_group_crashed", device=slot.serial,
-                      error=f"{type(cause).__name__}: {cause}", retry_in_s=round(delay, 2))
+            log.error("fleet_device_group_crashed", error=f"{type(cause).__name__}: {cause}",
+                      retry_in_s=round(delay, 2))
             await self.report(topics.device_status(slot.serial), None,
                               "device group crashed", f"{slot.serial}: {cause}")
 
@@ -702,8 +714,8 @@ class FleetManager(Actor):
     async def _finish(self, slot: DeviceSlot, job: Job, fin: EpisodeFinished, *,
                       idle: bool) -> None:
         self._count(fin.status)
-        log.info("fleet_episode_finished", device=slot.serial, id=fin.instruction_id,
-                 status=fin.status, reason=fin.reason[:200], steps=fin.steps)
+        log.info("fleet_episode_finished", id=fin.instruction_id, status=fin.status,
+                 reason=fin.reason[:200], steps=fin.steps)
         try:
             await self._publish_event(slot.serial, fin, terminal=True)
             if idle:
@@ -740,15 +752,14 @@ class FleetManager(Actor):
             if isinstance(cause, TimeoutError):
                 return "failed", f"episode timed out after {self.config.episode_timeout_s:g}s", 0
             if not await self._device_ok(slot.serial):
-                log.warning("fleet_episode_device_lost", device=slot.serial, error=str(cause))
+                log.warning("fleet_episode_device_lost", error=str(cause))
                 return "failed", OFFLINE_REASON, 0
-            log.warning("fleet_episode_failed", device=slot.serial,
-                        error=f"{type(cause).__name__}: {cause}")
+            log.warning("fleet_episode_failed", error=f"{type(cause).__name__}: {cause}")
             return "failed", f"{type(cause).__name__}: {cause}", 0
         if result is None:
             return ("cancelled", control.reason, 0) if control.cancelled else ("succeeded", "", 0)
         if result.status == "failed" and not await self._device_ok(slot.serial):
-            log.warning("fleet_episode_device_lost", device=slot.serial, error=result.reason)
+            log.warning("fleet_episode_device_lost", error=result.reason)
             return "failed", OFFLINE_REASON, result.steps  # the work saw an adb error
         return result.status, result.reason, result.steps
 

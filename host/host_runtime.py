@@ -80,6 +80,11 @@ class InstructionGate(Actor):
         if not isinstance(msg, Instruction):
             return  # the bus already rejects other kinds on instruction topics
         serial = topics.parse(topic).serial
+        # Every log line about this instruction names its phone (None: fleet-wide).
+        with structlog.contextvars.bound_contextvars(device=serial):
+            await self._take(topic, serial, msg)
+
+    async def _take(self, topic: str, serial: str | None, msg: Instruction) -> None:
         problem = self._problem(serial, msg)
         if problem is not None:
             self.refused += 1
@@ -87,13 +92,12 @@ class InstructionGate(Actor):
             return
         if not self.seen.first_time(msg.id):
             self.duplicates += 1
-            log.info("instruction_duplicate", id=msg.id, device=serial)
+            log.info("instruction_duplicate", id=msg.id)
             return
         self.accepted += 1
-        log.info("instruction_accepted", id=msg.id, device=serial, chars=len(msg.text))
+        log.info("instruction_accepted", id=msg.id, chars=len(msg.text))
         if self.on_instruction is None:
-            log.info("instruction_unhandled", id=msg.id, device=serial,
-                     hint="no fleet is attached to this host")
+            log.info("instruction_unhandled", id=msg.id, hint="no fleet is attached to this host")
             return
         await self.on_instruction(serial, msg)
 
@@ -106,7 +110,7 @@ class InstructionGate(Actor):
         return None
 
     async def _refuse(self, topic: str, serial: str | None, msg: Instruction, why: str) -> None:
-        log.warning("instruction_refused", id=msg.id, device=serial, reason=why)
+        log.warning("instruction_refused", id=msg.id, reason=why)
         err = Error(
             topic=topic, reason="instruction refused", detail=why, device=serial or msg.device,
             episode_id=msg.episode_id, correlation_id=msg.id,

@@ -171,3 +171,57 @@ def test_a_handle_runs_every_closer_newest_first_even_when_one_fails() -> None:
     handle.close()
     handle.close()  # each runs once
     assert ran == ["last", "failing", "first"]
+
+
+async def test_fleet_log_lines_name_their_phone(
+    mosquitto: MosquittoBroker, sim_fleet: Callable[..., SimFleet]
+) -> None:
+    """The gate and the fleet bind the phone into the log context once (per instruction,
+    per control message, per phone group): every line about a phone names it, right."""
+    import io
+    import json
+    import logging
+
+    import structlog
+
+    from runtime.config import LogConfig
+    from runtime.log import configure_logging
+
+    fleet = sim_fleet(count=2, stand_in=True)
+    address = parse_broker_url(mosquitto.url)
+    work = ScriptedWork(steps=1, step_s=0.05)
+    out = io.StringIO()
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    configure_logging(LogConfig(format="json", level="info"), stream=out)
+    ids = {f"log-{i}": serial for i, serial in enumerate(fleet.serials)}
+    try:
+        async with fleet_host(address, fleet.serials, work), fleet_client(address) as client:
+            for iid, serial in ids.items():
+                await client.instruct(serial, Instruction(id=iid, text=f"do {iid}"))
+            await client.wait_finished(list(ids), timeout_s=30)
+            await client.instruct(fleet.serials[0], Instruction(id="log-0", text="again"))
+            # Nothing runs there now: the fleet says so, naming the phone.
+            await client.bus.publish(topics.device_control(fleet.serials[1]), Cancel())
+            for _ in range(200):  # the lines come from the host's own tasks: poll the log
+                if all(e in out.getvalue() for e in ("instruction_duplicate",
+                                                     "fleet_cancel_nothing_running")):
+                    break
+                await anyio.sleep(0.05)
+    finally:
+        root.handlers[:] = handlers
+        root.setLevel(level)
+        structlog.reset_defaults()
+    lines = [json.loads(ln) for ln in out.getvalue().splitlines() if ln.startswith("{")]
+
+    def devices(event: str) -> dict[str, str]:
+        return {ln["id"]: ln["device"] for ln in lines if ln["event"] == event}
+
+    for event in ("instruction_accepted", "fleet_instruction_queued", "fleet_episode_finished"):
+        assert devices(event) == ids, (event, devices(event))
+    assert devices("instruction_duplicate") == {"log-0": fleet.serials[0]}
+    online = [ln["device"] for ln in lines if ln["event"] == "fleet_device_online"]
+    assert sorted(online) == sorted(fleet.serials)
+    assert [ln["device"] for ln in lines
+            if ln["event"] == "fleet_cancel_nothing_running"] == [fleet.serials[1]]
+    assert "device" not in structlog.contextvars.get_contextvars()  # nothing leaked out
