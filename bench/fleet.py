@@ -402,7 +402,7 @@ async def run_n(n: int, args: argparse.Namespace, adb_port: int, llm_url: str,
 
     factory = None
     if args.phone == "stand-in":
-        from tests.fixtures.adb import recording_phone
+        from sim.stand_in import recording_phone
 
         factory = recording_phone
     profile = LatencyProfile.named("realistic")

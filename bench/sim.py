@@ -43,7 +43,7 @@ def pick_phone() -> tuple[PhoneFactory, str]:
     try:
         from sim.phone import SimPhone
     except ImportError:
-        from tests.fixtures.adb import recording_phone
+        from sim.stand_in import recording_phone
 
         def stand_in(info: DeviceInfo, seed: int) -> Phone:
             return recording_phone(info, seed)

@@ -17,7 +17,8 @@ import pytest
 from PIL import Image
 
 from sim import cli
-from tests.fixtures.adb import AdbServer, ConnectedPhone, import_sim_phone, recording_phone
+from sim.stand_in import recording_phone
+from tests.fixtures.adb import AdbServer, ConnectedPhone, import_sim_phone
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -10,7 +10,8 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from sim.fleet import RESERVED_PORTS, SimFleet
-from tests.fixtures.adb import AdbServer, RecordingPhone, recording_phone
+from sim.stand_in import RecordingPhone, recording_phone
+from tests.fixtures.adb import AdbServer
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ from PIL import Image
 from sim.adb.commands import DeviceShell, android_input_text
 from sim.adb.fs import VirtualFS
 from sim.phone_api import DeviceInfo
-from tests.fixtures.adb import RecordingPhone
+from sim.stand_in import RecordingPhone
 
 HOSTILE = [
     "a;rm -rf /", "$(reboot)", "`reboot`", "a && reboot", "a || reboot", "x | sh", "'", '"',
