@@ -87,6 +87,7 @@ class _Tracker:
         self._conns = conns
         self._client = TrackingClient(host=host, port=port, socket_timeout=None)
         self._stopped = False
+        self._closed_error = adbutils.AdbError
 
     def run(self, emit: Callable[[DeviceChange], None]) -> str:
         """Blocking: call ``emit`` for every change; returns why it ended."""
@@ -100,12 +101,17 @@ class _Tracker:
         return "ended"
 
     def stop(self) -> None:
+        """Idempotent: called when the consumer stops and again when the tracking task
+        ends; by then the thread may have closed the socket itself (adbutils then says
+        ``AdbError: Connection is closed``), which is a stop, not a failure."""
         self._stopped = True
         for conn in self._conns:
+            if conn.closed:
+                continue
             try:
                 conn.conn.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass  # already closed
+            except (OSError, self._closed_error):
+                pass  # closed meanwhile (by the tracking thread)
 
 
 class AdbDevices:

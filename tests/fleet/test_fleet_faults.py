@@ -12,6 +12,7 @@ from host.fleet import OFFLINE_REASON, FleetConfig
 from protocol.messages import Instruction
 from runtime.bus import parse_broker_url
 from sim.fleet import SimFleet
+from tests.fixtures.adb import AdbServer
 from tests.fixtures.mosquitto import MosquittoBroker
 from tests.fleet.helpers import ScriptedWork, fleet_client, fleet_host, token, typed_tokens
 
@@ -110,3 +111,26 @@ async def test_hot_plugged_phone_is_discovered_and_unplugged_goes_offline(
         await client.wait_status(serial, "offline", timeout_s=10)
         assert fm.devices()[serial] == "offline"
     assert typed_tokens(phone) == [token("plugged", 1)]
+
+
+async def test_stopping_adb_tracking_is_quiet_when_its_socket_is_already_closed(
+    adb_server: AdbServer,
+) -> None:
+    """The fleet's stop at bench shutdown: the tracking thread may close its socket before
+    the second ``stop``; that ends the tracking (no ``AdbError: Connection is closed``
+    turning the cancellation into an actor crash)."""
+    from devices.discovery import AdbDevices, _Tracker
+
+    tracker = _Tracker("127.0.0.1", adb_server.port)
+    conn = await anyio.to_thread.run_sync(tracker._client.make_connection)
+    conn.close()  # what adbutils does when track_devices ends
+    tracker.stop()
+    tracker.stop()  # and again: idempotent
+
+    source = AdbDevices("127.0.0.1", adb_server.port)
+    for _ in range(5):  # cancelled while tracking, as FleetManager.stop cancels discovery
+        with anyio.move_on_after(0.3) as scope:
+            async with source.changes() as changes:
+                async for _change in changes:
+                    pass
+        assert scope.cancelled_caught
