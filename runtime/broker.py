@@ -34,6 +34,28 @@ def _amqtt_config(host: str, port: int) -> dict[str, Any]:
     }
 
 
+def bound_port(broker: Any, listener: str) -> int:
+    """The TCP port amqtt's ``listener`` was bound to (asked for port 0: the OS picked it).
+
+    The one read of an amqtt private (``Broker._servers``; 0.12 has no public accessor for
+    a listener's address). Why not a public way: probing a free port first and binding amqtt
+    to it afterwards races with every other process picking ports (the test suite starts
+    brokers by the dozen, several sessions share this machine); amqtt's public alternative
+    (an ``external`` listener fed through ``Broker.external_connected``) means running our
+    own TCP server and adapters. Only port 0 needs this; a configured port is used as is.
+    ``tests/runtime/test_broker.py`` fails loudly when amqtt changes the shape read here.
+    """
+    server = getattr(broker, "_servers", {}).get(listener)
+    sockets = getattr(getattr(server, "instance", None), "sockets", None)
+    if not sockets:
+        from importlib.metadata import version
+
+        raise BrokerStartError(
+            f"cannot read the port amqtt {version('amqtt')} bound listener {listener!r} to "
+            "(Broker._servers changed); set broker.port to a fixed port")
+    return int(sockets[0].getsockname()[1])
+
+
 @asynccontextmanager
 async def embedded_broker(cfg: BrokerConfig) -> AsyncIterator[BrokerAddress]:
     """Run amqtt in this process for the duration of the block; yields its address."""
@@ -48,11 +70,7 @@ async def embedded_broker(cfg: BrokerConfig) -> AsyncIterator[BrokerAddress]:
         hint = " (port in use? set broker.port, or bus.url to use the running broker)"
         raise BrokerStartError(f"embedded broker on {cfg.host}:{cfg.port}: {exc}{hint}") from None
     try:
-        port = cfg.port
-        server = broker._servers.get("default")
-        sockets = getattr(getattr(server, "instance", None), "sockets", None)
-        if sockets:
-            port = int(sockets[0].getsockname()[1])
+        port = cfg.port or bound_port(broker, "default")
         address = BrokerAddress(host=cfg.host, port=port)
         log.info("embedded_broker_started", url=address.url)
         yield address
