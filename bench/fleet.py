@@ -848,7 +848,9 @@ def main(argv: list[str] | None = None) -> int:
             async def every(url: str) -> None:
                 for n in ns:  # the variants side by side at each N: the same machine load
                     for v in variants:
-                        same = [r for r in results if r.get("levers") == v]
+                        # Its own N = 1 run is the baseline (swipes runs carry no levers).
+                        same = [r for r in results
+                                if r.get("levers", "") == (v if eval_load else "")]
                         results.append(summarise(await one(n, url, v), same))
 
             async def one(n: int, url: str, levers: str) -> RunStats:
