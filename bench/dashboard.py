@@ -14,12 +14,12 @@ broker (mosquitto when installed, else the embedded one):
    third process (the ``websockets`` client, each a browser's feed: it reads and parses
    every message the page would get).
 
-Reported per N: the dashboard process's own CPU seconds per wall second (all its threads,
-from the first Frame it receives to the last), the frames each browser got per phone per
-second while that phone streamed (mean and max; the server promises at most
-``--max-fps``, checked as a count bound over each browser's whole connection), the frames
-dropped as stale (a newer frame replaced one still waiting for its browser) and those
-dropped because the downscaling queue was full, the phones' own frame rate on the bus, and
+Reported per N: the dashboard process's own CPU seconds per wall second, per minute and per
+frame (all its threads, from the first frame's Screen it receives to the last), the frames
+each browser got per phone per second while that phone streamed (mean and max; the server
+promises at most ``--max-fps``, checked as a count bound over each browser's whole
+connection), the frames dropped as stale (a newer frame replaced one still waiting for its
+browser), the phones' own frame rate on the bus, and
 the fleet's ratio (steps/s over N x one phone's rate at N = 1, measured once first) with and
 without the dashboard, and the cost: 1 - ratio_with / ratio_without.
 
@@ -81,12 +81,11 @@ def serve_main(argv: list[str]) -> int:
     from host.dashboard.config import DashboardConfig
     from host.dashboard.feed import ClientFeed, Hub
     from host.dashboard.server import Dashboard, run_dashboard
-    from protocol.messages import Frame, Msg
+    from protocol.messages import Msg, Screen
 
     p = argparse.ArgumentParser(prog="bench.dashboard _serve")
     p.add_argument("--broker", required=True)
     p.add_argument("--max-fps", type=float, required=True)
-    p.add_argument("--thumb-side", type=int, required=True)
     args = p.parse_args(argv)
     quiet()
 
@@ -112,7 +111,7 @@ def serve_main(argv: list[str]) -> int:
             self.per_phone: dict[str, list[Any]] = {}  # serial -> [frames, first, last]
 
         def apply(self, topic: str, msg: Msg) -> None:
-            if isinstance(msg, Frame) and msg.device:
+            if isinstance(msg, Screen) and msg.device:  # a frame's small JPEG
                 self.frames_in += 1
                 self.last = (time.monotonic(), time.process_time())
                 self.first = self.first or self.last
@@ -135,14 +134,13 @@ def serve_main(argv: list[str]) -> int:
                     "cpu_s_per_s": round(cpu / wall, 4) if wall > 0 else None,
                     "frames_sent": sum(f.frames.sent for f in self.kept.made),
                     "frames_dropped_stale": sum(f.frames.dropped for f in self.kept.made),
-                    "frames_dropped_queue_full": self.frames_dropped,
                     "feeds": len(self.kept.made), "bus_fps_per_phone": self.bus_fps_per_phone()}
 
     async def go() -> None:
         cfg = DashboardConfig()
         cfg = msgspec.structs.replace(cfg, bus=msgspec.structs.replace(cfg.bus, url=args.broker))
         settings = msgspec.structs.replace(cfg.dashboard, port=0, bind="127.0.0.1",
-                                           max_fps=args.max_fps, thumb_side=args.thumb_side)
+                                           max_fps=args.max_fps)
         dash = MeteredDashboard(settings)
         async with anyio.create_task_group() as tg:
             url = await tg.start(lambda task_status: run_dashboard(
@@ -247,8 +245,8 @@ async def dashboard_open(broker_url: str, args: argparse.Namespace,
                          seen: dict[str, Any]) -> AsyncIterator[None]:
     """The dashboard process and the browsers' process, connected; ``seen`` gets their
     reports when the block ends."""
-    serve = Helper(ROLE_SERVE, ["--broker", broker_url, "--max-fps", str(args.max_fps),
-                                "--thumb-side", str(args.thumb_side)], args.out / "helpers.log")
+    serve = Helper(ROLE_SERVE, ["--broker", broker_url, "--max-fps", str(args.max_fps)],
+                   args.out / "helpers.log")
     browsers: Helper | None = None
     try:
         url = (await serve.line())["url"]
@@ -352,7 +350,6 @@ def figures(n: int, pairs: list[tuple[dict[str, Any], dict[str, Any], dict[str, 
         "bus_fps_per_phone": round(statistics.mean(bus), 3) if bus else None,
         **browser_figures([b for _, _, seen in pairs for b in seen["browsers"]], n, max_fps),
         "frames_dropped_stale": sum(d["frames_dropped_stale"] for d in dashes),
-        "frames_dropped_queue_full": sum(d["frames_dropped_queue_full"] for d in dashes),
         "ratio_without": round(without, 4), "ratio_with": round(with_, 4),
         "ratio_cost": round(1 - with_ / without, 4) if without else None,
         "ratio_cost_per_pair": ratio_costs,
@@ -361,6 +358,54 @@ def figures(n: int, pairs: list[tuple[dict[str, Any], dict[str, Any], dict[str, 
         "runs": [{"fleet_without": a, "fleet_with": b, "dashboard": seen["dashboard"]}
                  for a, b, seen in pairs],
     }
+
+
+def former_thumbnail(data: bytes, side: int) -> bytes:
+    """The baseline: what the dashboard did per frame before capture published a Screen
+    (decode the full frame, at a reduced scale for a JPEG, thumbnail, encode)."""
+    import io
+
+    from PIL import Image
+
+    with Image.open(io.BytesIO(data)) as img:
+        img.draft("RGB", (side, side))
+        small = img.convert("RGB")
+        small.thumbnail((side, side))
+        out = io.BytesIO()
+        small.save(out, "JPEG", quality=70)
+    return out.getvalue()
+
+
+def screen_costs(side: int, rounds: int = 20) -> dict[str, Any]:
+    """CPU ms per frame of capture's Screen against the dashboard's former thumbnail, and
+    the bytes, on one simulated phone's screen (same run, same machine)."""
+    import numpy as np
+
+    from actors.capture import small_views
+    from devices.codecs import encode_jpeg, encode_png
+    from sim.phone.phone import SimPhone
+    from sim.phone_api import DeviceInfo
+
+    rgb = np.ascontiguousarray(np.asarray(SimPhone(DeviceInfo("bench")).screenshot().convert("RGB")))
+    jpeg, png = encode_jpeg(rgb, 80), encode_png(rgb, 1, unfiltered=True)
+
+    def ms(fn: Any) -> float:
+        fn()
+        t0 = time.process_time()
+        for _ in range(rounds):
+            fn()
+        return round(1000 * (time.process_time() - t0) / rounds, 2)
+
+    screen = small_views(rgb, 0, 85, side)[1]
+    return {"side": side, "capture_screen_ms": ms(lambda: small_views(rgb, 0, 85, side)),
+            # beside the LLM's 1024-side view, the screen is shrunk from the view's pixels
+            "capture_screen_beside_view_ms": round(
+                ms(lambda: small_views(rgb, 1024, 85, side))
+                - ms(lambda: small_views(rgb, 1024, 85, 0)), 2),
+            "dashboard_thumb_jpeg_ms": ms(lambda: former_thumbnail(jpeg, side)),
+            "dashboard_thumb_png_ms": ms(lambda: former_thumbnail(png, side)),
+            "screen_bytes": len(screen), "frame_jpeg_bytes": len(jpeg),
+            "frame_png_bytes": len(png), "screen_bytes_of_frame": round(len(screen) / len(jpeg), 4)}
 
 
 def broker_cpu(broker: Any) -> float | None:
@@ -394,8 +439,6 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--llm-delay", type=float, default=3.0, help="seconds per LLM answer")
     p.add_argument("--max-fps", type=float, default=defaults.max_fps,
                    help=f"dashboard.max_fps (default {defaults.max_fps:g})")
-    p.add_argument("--thumb-side", type=int, default=defaults.thumb_side,
-                   help=f"dashboard.thumb_side (default {defaults.thumb_side})")
     p.add_argument("--repeats", type=int, default=1,
                    help="without/with pairs per N, in alternating order (the figures pool them)")
     p.add_argument("--sim-procs", type=int, default=2,
@@ -413,13 +456,21 @@ def main(argv: list[str] | None = None) -> int:
     import msgspec
 
     try:  # the config's own bounds (msgspec checks them on conversion, not construction)
-        msgspec.convert({"max_fps": args.max_fps, "thumb_side": args.thumb_side},
-                        DashboardSettings)
+        msgspec.convert({"max_fps": args.max_fps}, DashboardSettings)
     except msgspec.ValidationError as exc:
-        p.error(f"--max-fps / --thumb-side: {exc}")
+        p.error(f"--max-fps: {exc}")
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "helpers.log").write_text("")
     quiet()
+    from actors.config import AgentSettings
+
+    screens = screen_costs(AgentSettings().screen_side)
+    print("a screen for the dashboard, on one simulated 1080x2400 frame: capture makes it in "
+          f"{screens['capture_screen_ms']:.2f} ms CPU ({screens['screen_bytes']} bytes, "
+          f"{screens['screen_bytes_of_frame']:.1%} of the {screens['frame_jpeg_bytes']}-byte "
+          "JPEG frame); the dashboard thumbnailing the full frame itself took "
+          f"{screens['dashboard_thumb_jpeg_ms']:.2f} ms (JPEG frame) and "
+          f"{screens['dashboard_thumb_png_ms']:.2f} ms (PNG frame)", flush=True)
 
     # A private adb server, set before adbutils is imported anywhere.
     from bench.fleet import Mosquitto, SwipesScript, free_port, run_n, summarise
@@ -530,7 +581,8 @@ def main(argv: list[str] | None = None) -> int:
     meta = {"workload": "bench/fleet.py swipes (agent loop)", "llm_delay_s": args.llm_delay,
             "steps_per_phone": args.steps, "browsers": args.browsers, "repeats": args.repeats,
             "max_fps": args.max_fps,
-            "thumb_side": args.thumb_side, "sim_procs": args.sim_procs,
+            "screen_side": AgentSettings().screen_side, "sim_procs": args.sim_procs,
+            "screen_costs": screens,
             "broker": "mosquitto" if broker is not None else "embedded amqtt",
             "cores": os.cpu_count(), "load_average_at_end": os.getloadavg(),
             "date_utc": time.strftime("%Y-%m-%d %H:%M", time.gmtime())}
@@ -539,8 +591,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"wrote {args.out / 'dashboard.json'}")
     keys = ("dashboard_cpu_s_per_s", "dashboard_cpu_s_per_min", "dashboard_cpu_ms_per_frame",
             "fps_per_browser_phone_mean", "fps_per_browser_phone_max",
-            "max_fps", "cap_held", "frames_dropped_stale", "frames_dropped_queue_full",
-            "bus_fps_per_phone", "ratio_without", "ratio_with", "ratio_cost",
+            "max_fps", "cap_held", "frames_dropped_stale", "bus_fps_per_phone", "ratio_without", "ratio_with", "ratio_cost",
             "ratio_cost_per_pair", "ratio_cost_spread", "fleet_cpu_ms_per_step_without",
             "fleet_cpu_ms_per_step_with", "fleet_cpu_cost", "errors")
     print(json.dumps({str(r["n"]): {k: r[k] for k in keys} for r in per_n}))

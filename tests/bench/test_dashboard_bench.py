@@ -52,7 +52,7 @@ def test_a_tiny_run_reports_per_n_and_keeps_the_cap(tmp_path: Path) -> None:
     assert set(got) == {"dashboard_cpu_s_per_s", "dashboard_cpu_s_per_min",
                         "dashboard_cpu_ms_per_frame", "fps_per_browser_phone_mean",
                         "fps_per_browser_phone_max", "max_fps", "cap_held",
-                        "frames_dropped_stale", "frames_dropped_queue_full",
+                        "frames_dropped_stale",
                         "bus_fps_per_phone", "ratio_without", "ratio_with", "ratio_cost",
                         "ratio_cost_per_pair", "ratio_cost_spread",
                         "fleet_cpu_ms_per_step_without", "fleet_cpu_ms_per_step_with",
