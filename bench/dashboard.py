@@ -466,7 +466,8 @@ def main(argv: list[str] | None = None) -> int:
 
     screens = screen_costs(AgentSettings().screen_side)
     print("a screen for the dashboard, on one simulated 1080x2400 frame: capture makes it in "
-          f"{screens['capture_screen_ms']:.2f} ms CPU ({screens['screen_bytes']} bytes, "
+          f"{screens['capture_screen_beside_view_ms']:.2f} ms CPU beside the LLM's view, "
+          f"{screens['capture_screen_ms']:.2f} ms without ({screens['screen_bytes']} bytes, "
           f"{screens['screen_bytes_of_frame']:.1%} of the {screens['frame_jpeg_bytes']}-byte "
           "JPEG frame); the dashboard thumbnailing the full frame itself took "
           f"{screens['dashboard_thumb_jpeg_ms']:.2f} ms (JPEG frame) and "
