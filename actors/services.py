@@ -134,7 +134,8 @@ class AgentServices:
         entry = DeviceEntry(
             serial=device.serial, device=device, settings=settings,
             capture=CaptureActor(device, fmt=settings.frame_format,
-                                 quality=settings.jpeg_quality, limiter=self.cpu),
+                                 quality=settings.jpeg_quality, limiter=self.cpu,
+                                 screen_side=settings.screen_side),
             actuator=ActuatorActor(device, packages=settings.packages, wait_s=settings.wait_s,
                                    launcher_pages=settings.launcher_pages),
             reflector=ReflectorActor(revisit_guard=settings.revisit_guard, limiter=self.cpu),

@@ -14,16 +14,25 @@ broker (mosquitto when installed, else the embedded one):
    third process (the ``websockets`` client, each a browser's feed: it reads and parses
    every message the page would get).
 
-Reported per N: the dashboard process's own CPU seconds per wall second (all its threads,
-from the first Frame it receives to the last), the frames each browser got per phone per
-second while that phone streamed (mean and max; the server promises at most
-``--max-fps``, checked as a count bound over each browser's whole connection), the frames
-dropped as stale (a newer frame replaced one still waiting for its browser) and those
-dropped because the downscaling queue was full, the phones' own frame rate on the bus, and
+Reported per N: the dashboard process's own CPU seconds per wall second, per minute and per
+frame (all its threads, from the first frame's Screen it receives to the last), the frames
+each browser got per phone per second while that phone streamed (mean and max; the server
+promises at most ``--max-fps``, checked as a count bound over each browser's whole
+connection), the frames dropped as stale (a newer frame replaced one still waiting for its
+browser), the phones' own frame rate on the bus, and
 the fleet's ratio (steps/s over N x one phone's rate at N = 1, measured once first) with and
-without the dashboard, and the cost: 1 - ratio_with / ratio_without (``--repeats R``: R
-pairs in alternating order, pooled, each pair's cost listed too). Writes
-DIR/dashboard.json; the last printed line is one JSON object, per N.
+without the dashboard, and the cost: 1 - ratio_with / ratio_without.
+
+The wall-clock ratio is noisy on a shared machine, so each run also counts the CPU seconds
+of the fleet's own processes (this process: the agent loop, the fleet manager, capture and
+the scripted LLM; the simulated phones' processes) and of mosquitto, per step: the
+dashboard's cost to the fleet is then also 1 - cpu_per_step_without / cpu_per_step_with
+turned around (how much more CPU a step takes with it open). ``--repeats R`` runs R
+without/with pairs per N, interleaved (each pair back to back, the order alternating pair
+by pair: A B B A A B ..., so a drift in the machine's load favours neither), and reports
+each cost per pair, their median, mean and a 95 % confidence interval of the mean over the
+pairs (Student's t). Writes DIR/dashboard.json; the last printed line is one JSON object,
+per N.
 
 The browsers, the dashboard, the phones, mosquitto and the fleet all share this machine's
 cores: on a small machine the figures include that contention (say so next to them).
@@ -72,12 +81,11 @@ def serve_main(argv: list[str]) -> int:
     from host.dashboard.config import DashboardConfig
     from host.dashboard.feed import ClientFeed, Hub
     from host.dashboard.server import Dashboard, run_dashboard
-    from protocol.messages import Frame, Msg
+    from protocol.messages import Msg, Screen
 
     p = argparse.ArgumentParser(prog="bench.dashboard _serve")
     p.add_argument("--broker", required=True)
     p.add_argument("--max-fps", type=float, required=True)
-    p.add_argument("--thumb-side", type=int, required=True)
     args = p.parse_args(argv)
     quiet()
 
@@ -103,7 +111,7 @@ def serve_main(argv: list[str]) -> int:
             self.per_phone: dict[str, list[Any]] = {}  # serial -> [frames, first, last]
 
         def apply(self, topic: str, msg: Msg) -> None:
-            if isinstance(msg, Frame) and msg.device:
+            if isinstance(msg, Screen) and msg.device:  # a frame's small JPEG
                 self.frames_in += 1
                 self.last = (time.monotonic(), time.process_time())
                 self.first = self.first or self.last
@@ -126,14 +134,13 @@ def serve_main(argv: list[str]) -> int:
                     "cpu_s_per_s": round(cpu / wall, 4) if wall > 0 else None,
                     "frames_sent": sum(f.frames.sent for f in self.kept.made),
                     "frames_dropped_stale": sum(f.frames.dropped for f in self.kept.made),
-                    "frames_dropped_queue_full": self.frames_dropped,
                     "feeds": len(self.kept.made), "bus_fps_per_phone": self.bus_fps_per_phone()}
 
     async def go() -> None:
         cfg = DashboardConfig()
         cfg = msgspec.structs.replace(cfg, bus=msgspec.structs.replace(cfg.bus, url=args.broker))
         settings = msgspec.structs.replace(cfg.dashboard, port=0, bind="127.0.0.1",
-                                           max_fps=args.max_fps, thumb_side=args.thumb_side)
+                                           max_fps=args.max_fps)
         dash = MeteredDashboard(settings)
         async with anyio.create_task_group() as tg:
             url = await tg.start(lambda task_status: run_dashboard(
@@ -238,8 +245,8 @@ async def dashboard_open(broker_url: str, args: argparse.Namespace,
                          seen: dict[str, Any]) -> AsyncIterator[None]:
     """The dashboard process and the browsers' process, connected; ``seen`` gets their
     reports when the block ends."""
-    serve = Helper(ROLE_SERVE, ["--broker", broker_url, "--max-fps", str(args.max_fps),
-                                "--thumb-side", str(args.thumb_side)], args.out / "helpers.log")
+    serve = Helper(ROLE_SERVE, ["--broker", broker_url, "--max-fps", str(args.max_fps)],
+                   args.out / "helpers.log")
     browsers: Helper | None = None
     try:
         url = (await serve.line())["url"]
@@ -278,29 +285,142 @@ def browser_figures(browsers: list[dict[str, Any]], n: int, max_fps: float) -> d
     }
 
 
+# Student's t, two-sided 95 %, by degrees of freedom (scipy is not a dependency).
+T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306,
+       9: 2.262, 10: 2.228, 12: 2.179, 15: 2.131, 20: 2.086, 30: 2.042}
+
+
+def spread(values: list[float | None]) -> dict[str, Any]:
+    """Median, mean and a 95 % confidence interval of the mean (Student's t) of per-pair
+    values; the interval needs two pairs at least."""
+    xs = [v for v in values if v is not None]
+    if not xs:
+        return {"median": None, "mean": None, "ci95": None, "pairs": 0}
+    mean = statistics.mean(xs)
+    ci = None
+    if len(xs) >= 2:
+        df = len(xs) - 1
+        t = T95[max(k for k in T95 if k <= df)]  # the next smaller df: a wider interval
+        half = t * statistics.stdev(xs) / len(xs) ** 0.5
+        ci = [round(mean - half, 4), round(mean + half, 4)]
+    return {"median": round(statistics.median(xs), 4), "mean": round(mean, 4), "ci95": ci,
+            "pairs": len(xs)}
+
+
+def per_step(run: dict[str, Any], key: str) -> float | None:
+    return run[key] / run["steps"] if run.get(key) is not None and run["steps"] else None
+
+
 def figures(n: int, pairs: list[tuple[dict[str, Any], dict[str, Any], dict[str, Any]]],
             max_fps: float) -> dict[str, Any]:
     """One N's figures over its (without, with, what the helpers saw) runs."""
     dashes = [seen["dashboard"] for _, _, seen in pairs]
     cpu, wall = sum(d["cpu_s"] for d in dashes), sum(d["window_s"] for d in dashes)
+    frames_in = sum(d["frames_in"] for d in dashes)
     bus = [d["bus_fps_per_phone"] for d in dashes if d["bus_fps_per_phone"] is not None]
     without = statistics.mean(a["ratio"] for a, _, _ in pairs)
     with_ = statistics.mean(b["ratio"] for _, b, _ in pairs)
+    ratio_costs = [round(1 - b["ratio"] / a["ratio"], 4) if a["ratio"] else None
+                   for a, b, _ in pairs]
+
+    def cpu_cost(key: str) -> list[float | None]:
+        out: list[float | None] = []
+        for a, b, _ in pairs:
+            x, y = per_step(a, key), per_step(b, key)
+            out.append(round(y / x - 1, 4) if x and y is not None else None)
+        return out
+
+    def mean_per_step(key: str, arm: int) -> float | None:
+        xs = [v for v in (per_step(p[arm], key) for p in pairs) if v is not None]
+        return round(1000 * statistics.mean(xs), 2) if xs else None
+
+    fleet_costs = cpu_cost("fleet_cpu_s")
     return {
         "n": n, "repeats": len(pairs),
         "dashboard_cpu_s_per_s": round(cpu / wall, 4) if wall > 0 else None,
+        "dashboard_cpu_s_per_min": round(60 * cpu / wall, 2) if wall > 0 else None,
+        "dashboard_cpu_ms_per_frame": round(1000 * cpu / frames_in, 2) if frames_in else None,
+        "fleet_cpu_ms_per_step_without": mean_per_step("fleet_cpu_s", 0),
+        "fleet_cpu_ms_per_step_with": mean_per_step("fleet_cpu_s", 1),
+        "broker_cpu_ms_per_step_without": mean_per_step("broker_cpu_s", 0),
+        "broker_cpu_ms_per_step_with": mean_per_step("broker_cpu_s", 1),
+        "fleet_cpu_cost_per_pair": fleet_costs,
+        "fleet_cpu_cost": spread(fleet_costs),
+        "broker_cpu_cost_per_pair": cpu_cost("broker_cpu_s"),
         "bus_fps_per_phone": round(statistics.mean(bus), 3) if bus else None,
         **browser_figures([b for _, _, seen in pairs for b in seen["browsers"]], n, max_fps),
         "frames_dropped_stale": sum(d["frames_dropped_stale"] for d in dashes),
-        "frames_dropped_queue_full": sum(d["frames_dropped_queue_full"] for d in dashes),
         "ratio_without": round(without, 4), "ratio_with": round(with_, 4),
         "ratio_cost": round(1 - with_ / without, 4) if without else None,
-        "ratio_cost_per_pair": [round(1 - b["ratio"] / a["ratio"], 4) if a["ratio"] else None
-                                for a, b, _ in pairs],
+        "ratio_cost_per_pair": ratio_costs,
+        "ratio_cost_spread": spread(ratio_costs),
         "errors": sum(a["errors"] + b["errors"] for a, b, _ in pairs),
         "runs": [{"fleet_without": a, "fleet_with": b, "dashboard": seen["dashboard"]}
                  for a, b, seen in pairs],
     }
+
+
+def former_thumbnail(data: bytes, side: int) -> bytes:
+    """The baseline: what the dashboard did per frame before capture published a Screen
+    (decode the full frame, at a reduced scale for a JPEG, thumbnail, encode)."""
+    import io
+
+    from PIL import Image
+
+    with Image.open(io.BytesIO(data)) as img:
+        img.draft("RGB", (side, side))
+        small = img.convert("RGB")
+        small.thumbnail((side, side))
+        out = io.BytesIO()
+        small.save(out, "JPEG", quality=70)
+    return out.getvalue()
+
+
+def screen_costs(side: int, rounds: int = 20) -> dict[str, Any]:
+    """CPU ms per frame of capture's Screen against the dashboard's former thumbnail, and
+    the bytes, on one simulated phone's screen (same run, same machine)."""
+    import numpy as np
+
+    from actors.capture import small_views
+    from devices.codecs import encode_jpeg, encode_png
+    from sim.phone.phone import SimPhone
+    from sim.phone_api import DeviceInfo
+
+    rgb = np.ascontiguousarray(np.asarray(SimPhone(DeviceInfo("bench")).screenshot().convert("RGB")))
+    jpeg, png = encode_jpeg(rgb, 80), encode_png(rgb, 1, unfiltered=True)
+
+    def ms(fn: Any) -> float:
+        fn()
+        t0 = time.process_time()
+        for _ in range(rounds):
+            fn()
+        return round(1000 * (time.process_time() - t0) / rounds, 2)
+
+    screen = small_views(rgb, 0, 85, side)[1]
+    return {"side": side, "capture_screen_ms": ms(lambda: small_views(rgb, 0, 85, side)),
+            # beside the LLM's 1024-side view, the screen is shrunk from the view's pixels
+            "capture_screen_beside_view_ms": round(
+                ms(lambda: small_views(rgb, 1024, 85, side))
+                - ms(lambda: small_views(rgb, 1024, 85, 0)), 2),
+            "dashboard_thumb_jpeg_ms": ms(lambda: former_thumbnail(jpeg, side)),
+            "dashboard_thumb_png_ms": ms(lambda: former_thumbnail(png, side)),
+            "screen_bytes": len(screen), "frame_jpeg_bytes": len(jpeg),
+            "frame_png_bytes": len(png), "screen_bytes_of_frame": round(len(screen) / len(jpeg), 4)}
+
+
+def broker_cpu(broker: Any) -> float | None:
+    """mosquitto's CPU seconds so far (None: the embedded broker, or no psutil)."""
+    if broker is None:
+        return None
+    try:
+        import psutil
+    except ImportError:
+        return None
+    try:
+        t = psutil.Process(broker.proc.pid).cpu_times()
+    except psutil.Error:
+        return None
+    return float(t.user + t.system)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -319,8 +439,6 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--llm-delay", type=float, default=3.0, help="seconds per LLM answer")
     p.add_argument("--max-fps", type=float, default=defaults.max_fps,
                    help=f"dashboard.max_fps (default {defaults.max_fps:g})")
-    p.add_argument("--thumb-side", type=int, default=defaults.thumb_side,
-                   help=f"dashboard.thumb_side (default {defaults.thumb_side})")
     p.add_argument("--repeats", type=int, default=1,
                    help="without/with pairs per N, in alternating order (the figures pool them)")
     p.add_argument("--sim-procs", type=int, default=2,
@@ -338,13 +456,22 @@ def main(argv: list[str] | None = None) -> int:
     import msgspec
 
     try:  # the config's own bounds (msgspec checks them on conversion, not construction)
-        msgspec.convert({"max_fps": args.max_fps, "thumb_side": args.thumb_side},
-                        DashboardSettings)
+        msgspec.convert({"max_fps": args.max_fps}, DashboardSettings)
     except msgspec.ValidationError as exc:
-        p.error(f"--max-fps / --thumb-side: {exc}")
+        p.error(f"--max-fps: {exc}")
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "helpers.log").write_text("")
     quiet()
+    from actors.config import AgentSettings
+
+    screens = screen_costs(AgentSettings().screen_side)
+    print("a screen for the dashboard, on one simulated 1080x2400 frame: capture makes it in "
+          f"{screens['capture_screen_beside_view_ms']:.2f} ms CPU beside the LLM's view, "
+          f"{screens['capture_screen_ms']:.2f} ms without ({screens['screen_bytes']} bytes, "
+          f"{screens['screen_bytes_of_frame']:.1%} of the {screens['frame_jpeg_bytes']}-byte "
+          "JPEG frame); the dashboard thumbnailing the full frame itself took "
+          f"{screens['dashboard_thumb_jpeg_ms']:.2f} ms (JPEG frame) and "
+          f"{screens['dashboard_thumb_png_ms']:.2f} ms (PNG frame)", flush=True)
 
     # A private adb server, set before adbutils is imported anywhere.
     from bench.fleet import Mosquitto, SwipesScript, free_port, run_n, summarise
@@ -374,8 +501,17 @@ def main(argv: list[str] | None = None) -> int:
             async def fleet_run(n: int, url: str, previous: list[dict[str, Any]]
                                 ) -> dict[str, Any]:
                 script.reset()  # each run reuses the jobs' ids
-                return summarise(await run_n(n, fleet_args, adb_port, srv.base_url, url),
-                                 previous)
+                broker0 = broker_cpu(broker)
+                stats = await run_n(n, fleet_args, adb_port, srv.base_url, url)
+                out = summarise(stats, previous)
+                # The fleet's own processes while the phones worked (bench/fleet.py's
+                # window), and the broker (it fans out to one more subscriber when the
+                # dashboard is open) over the whole run, its set-up included.
+                out["fleet_cpu_s"] = round(stats.cpu_s + stats.sim_cpu_s, 3)
+                b1 = broker_cpu(broker)
+                out["broker_cpu_s"] = (None if broker0 is None or b1 is None
+                                       else round(b1 - broker0, 3))
+                return out
 
             async def runs(url: str) -> None:
                 import anyio.to_thread as tt
@@ -421,30 +557,44 @@ def main(argv: list[str] | None = None) -> int:
             subprocess.run([adb, "-P", str(adb_port), "kill-server"], capture_output=True,
                            check=False)
     per_n = [r for k, r in results.items() if k != "1-phone baseline"]
-    print(f"{'N':>3} {'dash cpu/s':>10} {'fps/brw/ph':>10} {'max':>6} {'cap':>5} {'stale':>6} "
-          f"{'bus fps/ph':>10} {'ratio w/o':>9} {'ratio w/':>8} {'cost':>7} {'errors':>6}")
+    print(f"{'N':>3} {'dash cpu/s':>10} {'ms/frame':>8} {'fps/brw/ph':>10} {'cap':>5} "
+          f"{'stale':>6} {'ratio w/o':>9} {'ratio w/':>8} {'cost med [95% CI]':>24} "
+          f"{'fleet cpu ms/step w/o, w/':>26} {'cpu cost med [95% CI]':>26} {'errors':>6}")
+
+    def pct_ci(sp: dict[str, Any]) -> str:
+        if sp["median"] is None:
+            return "n/a"
+        ci = sp["ci95"]
+        inside = "" if ci is None else f" [{100 * ci[0]:+.1f}, {100 * ci[1]:+.1f}]"
+        return f"{100 * sp['median']:+.1f}%{inside}"
+
+    nan = float("nan")
     for r in per_n:
-        cost = r["ratio_cost"]
-        print(f"{r['n']:>3} {r['dashboard_cpu_s_per_s'] or float('nan'):>10.3f} "
-              f"{r['fps_per_browser_phone_mean'] or float('nan'):>10.3f} "
-              f"{r['fps_per_browser_phone_max'] or float('nan'):>6.3f} "
+        print(f"{r['n']:>3} {r['dashboard_cpu_s_per_s'] or nan:>10.3f} "
+              f"{r['dashboard_cpu_ms_per_frame'] or nan:>8.2f} "
+              f"{r['fps_per_browser_phone_mean'] or nan:>10.3f} "
               f"{'ok' if r['cap_held'] else 'OVER':>5} {r['frames_dropped_stale']:>6} "
-              f"{r['bus_fps_per_phone'] or float('nan'):>10.3f} {r['ratio_without']:>9.3f} "
-              f"{r['ratio_with']:>8.3f} "
-              f"{float('nan') if cost is None else 100 * cost:>6.1f}% {r['errors']:>6}")
+              f"{r['ratio_without']:>9.3f} {r['ratio_with']:>8.3f} "
+              f"{pct_ci(r['ratio_cost_spread']):>24} "
+              f"{r['fleet_cpu_ms_per_step_without'] or nan:>12.1f}, "
+              f"{r['fleet_cpu_ms_per_step_with'] or nan:>11.1f} "
+              f"{pct_ci(r['fleet_cpu_cost']):>26} {r['errors']:>6}")
     meta = {"workload": "bench/fleet.py swipes (agent loop)", "llm_delay_s": args.llm_delay,
             "steps_per_phone": args.steps, "browsers": args.browsers, "repeats": args.repeats,
             "max_fps": args.max_fps,
-            "thumb_side": args.thumb_side, "sim_procs": args.sim_procs,
+            "screen_side": AgentSettings().screen_side, "sim_procs": args.sim_procs,
+            "screen_costs": screens,
             "broker": "mosquitto" if broker is not None else "embedded amqtt",
-            "cores": os.cpu_count(), "load_average_at_end": os.getloadavg()}
+            "cores": os.cpu_count(), "load_average_at_end": os.getloadavg(),
+            "date_utc": time.strftime("%Y-%m-%d %H:%M", time.gmtime())}
     (args.out / "dashboard.json").write_text(json.dumps({"meta": meta, "results": results},
                                                         indent=2))
     print(f"wrote {args.out / 'dashboard.json'}")
-    keys = ("dashboard_cpu_s_per_s", "fps_per_browser_phone_mean", "fps_per_browser_phone_max",
-            "max_fps", "cap_held", "frames_dropped_stale", "frames_dropped_queue_full",
-            "bus_fps_per_phone", "ratio_without", "ratio_with", "ratio_cost",
-            "ratio_cost_per_pair", "errors")
+    keys = ("dashboard_cpu_s_per_s", "dashboard_cpu_s_per_min", "dashboard_cpu_ms_per_frame",
+            "fps_per_browser_phone_mean", "fps_per_browser_phone_max",
+            "max_fps", "cap_held", "frames_dropped_stale", "bus_fps_per_phone", "ratio_without", "ratio_with", "ratio_cost",
+            "ratio_cost_per_pair", "ratio_cost_spread", "fleet_cpu_ms_per_step_without",
+            "fleet_cpu_ms_per_step_with", "fleet_cpu_cost", "errors")
     print(json.dumps({str(r["n"]): {k: r[k] for k in keys} for r in per_n}))
     return 0
 

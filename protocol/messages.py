@@ -161,6 +161,22 @@ class Frame(Msg, tag="frame", frozen=True):
     lines: list[TextLine] = []  # the OCR lines, when the FrameRequest asked for them
 
 
+class Screen(Msg, tag="screen", frozen=True):
+    """A small JPEG of a ``Frame`` (same ``frame_id``), for watchers such as the dashboard:
+    on ``devices/{serial}/screen``, not an event, so the recorder and the step loop never
+    receive it, and a watcher need not take the full frames. ``width`` and ``height`` are
+    the full frame's (tap marks are drawn in its coordinates); ``data`` is at most
+    ``agent.screen_side`` pixels on its longer side."""
+
+    binary: ClassVar[bool] = True
+
+    frame_id: NonEmpty
+    width: Coord
+    height: Coord
+    data: bytes  # JPEG
+    flags: list[str] = []  # the Frame's flags
+
+
 class GroundRequest(Msg, tag="ground_request", frozen=True):
     """Turn the target of ``operation`` (a text or an icon) into a point on ``frame_id``."""
 
@@ -337,7 +353,7 @@ AGENT_KINDS: Final[tuple[type[Msg], ...]] = (
     FrameRequest, ActRequest, ReflectRequest,
     Frame, GroundRequest, Grounded, Ambiguous, NotFound, Choice, Plan, ActionDone, Reflection,
     ReadTextRequest, TextRead,
-    EpisodeStarted, EpisodeFinished, LlmUsage, StepTiming, NoteKept, Progress,
+    EpisodeStarted, EpisodeFinished, LlmUsage, StepTiming, NoteKept, Progress, Screen,
 )
 Message: TypeAlias = (
     Instruction | Cancel | Approve | Answer | Steer | Question
@@ -345,7 +361,7 @@ Message: TypeAlias = (
     | Frame | GroundRequest | Grounded | Ambiguous | NotFound | Choice | Plan | ActionDone
     | Reflection | ReadTextRequest | TextRead
     | EpisodeStarted | EpisodeFinished
-    | DeviceStatus | HostStatus | Error | LlmUsage | StepTiming | NoteKept | Progress
+    | DeviceStatus | HostStatus | Error | LlmUsage | StepTiming | NoteKept | Progress | Screen
 )
 CODEC: Final = Codec(RUNTIME_KINDS + AGENT_KINDS)
 MESSAGE_TYPES: Final = CODEC.kinds

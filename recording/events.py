@@ -28,6 +28,7 @@ from protocol.messages import (
     NotFound,
     Plan,
     Reflection,
+    Screen,
     kind_of,
 )
 from runtime.actor import Actor, Publisher
@@ -154,4 +155,6 @@ class EventRecorder(Actor):
         self.inbox = (filter_,)
 
     async def handle(self, topic: str, msg: Msg) -> None:
+        if isinstance(msg, Screen):
+            return  # a small copy of a Frame (recorded itself), made for watchers
         await self.file.write(topic, msg)

@@ -7,6 +7,8 @@
                                                   out: Question (the agent's Ask)
     mobagent/v1/devices/{serial}/status           retained DeviceStatus (LWT: offline)
     mobagent/v1/devices/{serial}/events/{kind}    out: every step message
+    mobagent/v1/devices/{serial}/screen           out: Screen, a small JPEG of each Frame
+                                                  (QoS 0, for watchers: the dashboard)
     mobagent/v1/devices/{serial}/requests/{kind}  host-internal: FrameRequest | GroundRequest
                                                   | ActRequest | ReflectRequest (answered
                                                   by step events carrying the request_id)
@@ -81,6 +83,10 @@ def device_event(serial: str, kind: str | type[Msg] | Msg) -> str:
     return f"{ROOT}/devices/{check_name(serial)}/events/{_kind(kind)}"
 
 
+def device_screen(serial: str) -> str:
+    return f"{ROOT}/devices/{check_name(serial)}/screen"
+
+
 def device_request(serial: str, kind: str | type[Msg] | Msg) -> str:
     """Where a request of ``kind`` for one device's services goes."""
     return f"{ROOT}/devices/{check_name(serial)}/requests/{_kind(kind)}"
@@ -136,6 +142,10 @@ def all_control_filter() -> str:
     return f"{ROOT}/devices/+/control"
 
 
+def all_screens_filter() -> str:
+    return f"{ROOT}/devices/+/screen"
+
+
 def all_device_status_filter() -> str:
     return f"{ROOT}/devices/+/status"
 
@@ -147,7 +157,7 @@ def all_host_status_filter() -> str:
 # ---- parsing ---------------------------------------------------------------------------
 
 Scope = Literal["device", "fleet", "host"]
-Channel = Literal["instructions", "control", "status", "events", "requests"]
+Channel = Literal["instructions", "control", "status", "events", "requests", "screen"]
 
 
 class TopicInfo(msgspec.Struct, frozen=True):
@@ -176,6 +186,8 @@ def parse(topic: str) -> TopicInfo:
             return TopicInfo(scope, "status", name)
         if scope == "device" and tail in (["instructions"], ["control"]):
             return TopicInfo(scope, "instructions" if tail[0] == "instructions" else "control", name)
+        if scope == "device" and tail == ["screen"]:
+            return TopicInfo(scope, "screen", name)
         if len(tail) == 2 and tail[0] == "events" and tail[1]:
             return TopicInfo(scope, "events", name, tail[1])
         if scope == "device" and len(tail) == 2 and tail[0] == "requests" and tail[1]:

@@ -17,7 +17,6 @@ class DashboardSettings(Section):
     # empty: a random one is made and printed at start. A secret: never logged or shown.
     token: str = ""
     max_fps: Annotated[float, Meta(gt=0, le=30)] = 2.0  # frames per phone per browser
-    thumb_side: Annotated[int, Meta(ge=64, le=2048)] = 360  # screens sent, longest side (px)
     past_episodes: Annotated[int, Meta(ge=0, le=1000)] = 20  # kept per phone
     timeline_steps: Annotated[int, Meta(ge=1, le=1000)] = 60  # steps kept per running episode
 

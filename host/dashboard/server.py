@@ -4,9 +4,10 @@
 only watches and publishes the page's controls), subscribes to every device's events,
 status, control and instruction topics and to the hosts' status and events, and serves
 ``app.build_app`` with uvicorn on a socket it bound itself (so the URL, port 0 included,
-is known before anything is served; ``task_status`` gets it). Frames are downscaled off
-the event loop by a small pool fed through a bounded stream: when it is full a frame is
-dropped (counted), never queued without limit.
+is known before anything is served; ``task_status`` gets it). The screens come small from
+the capturing hosts (``Screen`` on ``devices/+/screen``): the dashboard takes every event
+kind but the full ``Frame`` and passes each screen's JPEG to the page as it came, so it
+decodes no image.
 
 ``serve_alongside(cfg)`` is the demo's hook: an embedded broker on a free port (unless
 ``bus.url`` names one), the dashboard on it, and the config the demo should run with.
@@ -15,7 +16,6 @@ dropped (counted), never queued without limit.
 from __future__ import annotations
 
 import base64
-import io
 import secrets
 import socket
 import sys
@@ -29,45 +29,52 @@ import msgspec
 import structlog
 import uvicorn
 from anyio.abc import TaskStatus
-from anyio.streams.memory import MemoryObjectReceiveStream
-from PIL import Image
 
 from host.dashboard.app import Access, build_app, is_loopback
 from host.dashboard.config import DashboardSettings
 from host.dashboard.feed import Hub
 from host.dashboard.state import FleetState
-from protocol.messages import CODEC, Frame, Msg
+from protocol.messages import CODEC, MESSAGE_TYPES, Frame, Msg, Screen
 from runtime import topics
 from runtime.broker import configured_address, embedded_broker
 from runtime.bus import BrokerAddress, Bus
 from runtime.config import RuntimeConfig
 from runtime.log import redactor
+from runtime.messages import kind_of
 
 log = structlog.get_logger(__name__)
 
-SHRINK_WORKERS = 2
-SHRINK_BUFFER = 64
 C = TypeVar("C", bound=RuntimeConfig)
+# Every event kind but the full Frame (the Screen stands in for it, at about 5 % of its
+# bytes): one filter per kind the codec knows (requests are host-internal, never events),
+# so a kind added later is watched too.
+EVENT_KINDS = tuple(sorted(kind_of(t) for t in MESSAGE_TYPES
+                           if t not in (Frame, Screen) and not t.__name__.endswith("Request")))
 
 
 def subscriptions() -> list[str]:
     return [
-        topics.device_events_filter(None), topics.all_device_status_filter(),
+        *(topics.device_events_filter(None, kind) for kind in EVENT_KINDS),
+        topics.all_screens_filter(), topics.all_device_status_filter(),
         topics.all_control_filter(), topics.all_instructions_filter(),
         topics.fleet_instructions(), topics.all_host_status_filter(),
         topics.host_events_filter(),
     ]
 
 
-def screen_src(data: bytes, side: int) -> str:
-    """A frame as a small JPEG ``data:`` URL (blocking: run it off the loop)."""
-    with Image.open(io.BytesIO(data)) as img:
-        img.draft("RGB", (side, side))  # JPEG: decode at a reduced scale, much cheaper
-        small = img.convert("RGB")
-        small.thumbnail((side, side))
-        out = io.BytesIO()
-        small.save(out, "JPEG", quality=70)
-    return "data:image/jpeg;base64," + base64.b64encode(out.getvalue()).decode()
+def screen_src(data: bytes) -> str:
+    """A screen's JPEG as the ``data:`` URL the page shows (base64 of 6 KB: microseconds)."""
+    return "data:image/jpeg;base64," + base64.b64encode(data).decode()
+
+
+def as_frame(screen: Screen) -> Frame:
+    """The ``Frame`` a ``Screen`` stands for, as the timeline records it (without pixels:
+    the image is the screen's, set on the event by ``FleetState.set_image``)."""
+    return Frame(device=screen.device, episode_id=screen.episode_id, step=screen.step,
+                 correlation_id=screen.correlation_id, ts=screen.ts, trace_id=screen.trace_id,
+                 span_id=screen.span_id, frame_id=screen.frame_id, sha256="",
+                 width=screen.width, height=screen.height, format="jpeg", data=b"",
+                 flags=screen.flags)
 
 
 class _Server(uvicorn.Server):
@@ -105,36 +112,29 @@ class Dashboard:
         self.state = FleetState(past_episodes=settings.past_episodes,
                                 timeline_steps=settings.timeline_steps, redact=redactor())
         self.hub = Hub(self.state, settings.max_fps)
-        self.frames_dropped = 0
-        self._send, self._recv = anyio.create_memory_object_stream[tuple[str, Frame]](
-            SHRINK_BUFFER)
 
     def apply(self, topic: str, msg: Msg) -> None:
-        self.hub.changed(self.state.apply(topic, msg))
-        if isinstance(msg, Frame) and msg.device:
+        if isinstance(msg, Screen):
             try:
-                self._send.send_nowait((msg.device, msg))
-            except anyio.WouldBlock:
-                self.frames_dropped += 1
+                serial = topics.parse(topic).serial
+            except topics.TopicError:
+                return
+            if not serial or msg.device != serial:
+                return  # a screen must name the phone whose topic it came on
+            # The timeline records the frame as the recorder would; the screen's JPEG goes
+            # to the page as it came (no decoding here).
+            frame = as_frame(msg)
+            self.hub.changed(self.state.apply(topics.device_event(serial, frame), frame))
+            self.hub.screen(serial, msg.frame_id, screen_src(msg.data))
+            return
+        self.hub.changed(self.state.apply(topic, msg))
 
     async def pump(self, bus: Bus) -> None:
         async for topic, msg in bus.messages():
             self.apply(topic, msg)
 
-    async def shrink(self, recv: MemoryObjectReceiveStream[tuple[str, Frame]]) -> None:
-        side = self.settings.thumb_side
-        async for serial, frame in recv:
-            try:
-                src = await anyio.to_thread.run_sync(screen_src, frame.data, side)
-            except (OSError, ValueError) as exc:  # an undecodable image: no screen
-                log.debug("dashboard_frame_undecodable", device=serial, error=str(exc))
-                continue
-            self.hub.screen(serial, frame.frame_id, src)
-
     async def run(self, bus: Bus, *, task_status: TaskStatus[None]) -> None:
         async with anyio.create_task_group() as tg:
-            for _ in range(SHRINK_WORKERS):
-                tg.start_soon(self.shrink, self._recv.clone())
             tg.start_soon(self.pump, bus)
             task_status.started()
 

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from actors.actuator import ActuatorActor, is_sensitive
-from actors.capture import CaptureActor, Captured, is_black
+from actors.capture import CaptureActor, Captured, is_black, small_views
 from actors.config import AgentConfig
 from actors.episode import DeviceAgent
 from actors.loop_guard import LoopGuard
@@ -161,6 +161,22 @@ def test_sensitive_patterns() -> None:
     assert is_sensitive(ClickText("Payment options"), pats) is None
     assert is_sensitive(ClickText("Pay now"), pats) == r"\bpay\b"
     assert is_sensitive(ClickText("x"), ["(unclosed"]) is None  # a bad pattern is a substring
+
+
+def test_the_watchers_screen_is_small_with_or_without_the_llms_view() -> None:
+    from devices.codecs import decode_rgb
+
+    rng = np.random.default_rng(0)
+    rgb = rng.integers(0, 255, (2400, 1080, 3), dtype=np.uint8)
+    view, screen = small_views(rgb, 1024, 85, 360)
+    assert decode_rgb(view).shape == (1024, 461, 3)
+    alone = small_views(rgb, 0, 85, 360)
+    assert alone[0] == b""
+    for jpeg in (screen, alone[1]):
+        assert decode_rgb(jpeg).shape == (360, 162, 3)
+    assert small_views(rgb, 0, 85, 0) == (b"", b"")
+    # A view smaller than the screen: the screen comes from the frame, at its own side.
+    assert decode_rgb(small_views(rgb, 200, 85, 360)[1]).shape == (360, 162, 3)
 
 
 def test_black_frame_flag() -> None:

@@ -32,6 +32,7 @@ from actors.rpc import (
 )
 from actors.services import AgentServices
 from devices.adb import AdbDevice
+from devices.codecs import decode_rgb
 from protocol.messages import (
     ActionDone,
     ActRequest,
@@ -46,6 +47,7 @@ from protocol.messages import (
     Question,
     Reflection,
     ReflectRequest,
+    Screen,
 )
 from protocol.operations import Ask, Back, ClickText, OpenApp, TypeText
 from runtime import topics
@@ -163,15 +165,19 @@ async def test_two_phones_at_once_without_cross_talk(
     settings = fast_settings()
     async with bus_for(mosquitto, "two-host") as bus, bus_for(mosquitto, "two-watch") as watch:
         await watch.subscribe(topics.device_events_filter(None, "frame"))
+        await watch.subscribe(topics.all_screens_filter())
         services = AgentServices(bus, shared_perception)
         for s in (a, b):
             services.register(AdbDevice(s), settings)
         seen: list[tuple[str, Frame]] = []
+        screens: dict[str, tuple[str, Screen]] = {}  # frame_id -> (topic, screen)
 
         async def collect() -> None:
             async for topic, msg in watch.messages():
                 if isinstance(msg, Frame):
                     seen.append((topic, msg))
+                elif isinstance(msg, Screen):
+                    screens[msg.frame_id] = (topic, msg)
 
         async with anyio.create_task_group() as tg:
             tg.start_soon(run_actors, bus, services.actors())
@@ -220,6 +226,18 @@ async def test_two_phones_at_once_without_cross_talk(
     # Every frame went over the broker, on its own phone's topic.
     assert len(seen) >= 7
     assert all(topics.serial_of(t) == m.device for t, m in seen)
+    # ... and beside each, its small JPEG for watchers, on that phone's screen topic.
+    side = settings.screen_side
+    assert side > 0
+    for _, frame in seen:
+        topic, screen = screens[frame.frame_id]
+        assert topic == topics.device_screen(frame.device) and screen.device == frame.device
+        assert (screen.width, screen.height, screen.step) == (frame.width, frame.height,
+                                                              frame.step)
+        small = decode_rgb(screen.data)
+        assert max(small.shape[:2]) == side and screen.data[:2] == b"\xff\xd8"  # a JPEG
+        assert abs(small.shape[0] / small.shape[1] - frame.height / frame.width) < 0.02
+        assert len(screen.data) < len(frame.data) / 5
 
 
 async def test_a_failing_service_fails_the_episode_with_the_reason(

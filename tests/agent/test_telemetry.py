@@ -1,7 +1,8 @@
 """OpenTelemetry traces of a real episode (loopback LLM server, simulated phone over real
-adb, real mosquitto), exported with the SDK's OTLP/HTTP exporter to a real receiver on
-loopback: one trace per episode, a span per step, children per request and LLM call, the
-ids in the bus events, and no secret in any attribute."""
+adb, real mosquitto), exported with the SDK's OTLP/HTTP exporter to a receiver on
+loopback, directly and through a real collector (rotel, tests/fixtures/otlp.py): one trace
+per episode, a span per step, children per request and LLM call, the ids in the bus
+events, and no secret in any attribute."""
 
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ from tests.agent.conftest import SECRET, SimDevice, bus_for, fast_settings, llm_
 from tests.agent.test_episode_llm import DARK_MODE, YES
 from tests.fixtures.mosquitto import MosquittoBroker
 from tests.fixtures.openai_server import OpenAIServer
-from tests.fixtures.otlp import OtlpReceiver
+from tests.fixtures.otlp import Collector, OtlpReceiver
 
 pytestmark = [pytest.mark.anyio, pytest.mark.needs_adb, pytest.mark.needs_mosquitto]
 HEADER_SECRET = "Basic bW9iYWdlbnQ6aHVudGVyMg=="
@@ -59,14 +60,19 @@ async def traced_episode(broker: MosquittoBroker, device: AdbDevice, policy: Any
     return outcome, events
 
 
+@pytest.mark.parametrize("via", ["direct", "collector"])
 async def test_an_episode_is_one_trace_with_its_steps_requests_and_llm_calls(
     sim_device: SimDevice, mosquitto: MosquittoBroker, openai_server: OpenAIServer,
     shared_perception: PerceptionActor, otlp_receiver: OtlpReceiver,
+    request: pytest.FixtureRequest, via: str,
 ) -> None:
+    collector: Collector | None = (request.getfixturevalue("rotel_collector")
+                                   if via == "collector" else None)
+    endpoint = otlp_receiver.endpoint if collector is None else collector.endpoint
     task = get_task("settings-1")(0)
     task.setup(sim_device.phone)
     openai_server.script(*DARK_MODE, YES)
-    tracing = Tracing(TelemetrySettings(otlp_endpoint=otlp_receiver.endpoint,
+    tracing = Tracing(TelemetrySettings(otlp_endpoint=endpoint,
                                         headers={"authorization": HEADER_SECRET},
                                         service_name="mobagent-test"))
     async with llm_client(openai_server) as llm:
@@ -74,8 +80,18 @@ async def test_an_episode_is_one_trace_with_its_steps_requests_and_llm_calls(
             mosquitto, AdbDevice(sim_device.serial), LLMPolicy(llm), shared_perception,
             tracing, task.instruction)
     assert outcome.status == "succeeded"
+    if collector is None:
+        assert otlp_receiver.headers[0]["authorization"] == HEADER_SECRET  # the exporter's
+    else:
+        # The spans came through the collector: it accepted every export (a refused one
+        # would leave spans missing below) and sent them on itself, batched.
+        with anyio.fail_after(20):
+            while not any(s["name"] == "episode" for s in otlp_receiver.spans):  # noqa: ASYNC110
+                await anyio.sleep(0.1)
+        await anyio.sleep(0.5)  # a last batch still on its way
+        assert all("rotel" in h.get("user-agent", "").lower() for h in otlp_receiver.headers)
+        assert collector.proc.poll() is None, collector.log.read_text()[-2000:]
     spans = otlp_receiver.spans
-    assert otlp_receiver.headers[0]["authorization"] == HEADER_SECRET  # the exporter's headers
     by_id = {s["span_id"]: s for s in spans}
     (root,) = [s for s in spans if s["name"] == "episode"]
     assert root["parent"] == "" and root["resource"]["service.name"] == "mobagent-test"

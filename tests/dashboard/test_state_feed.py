@@ -21,6 +21,7 @@ from protocol.messages import (
     LlmUsage,
     Plan,
     Question,
+    Screen,
     Steer,
     StepTiming,
 )
@@ -146,6 +147,42 @@ def test_timeline_steps_render_with_the_reports_templates() -> None:
     assert 'data-step="1"' in html and "data:image/jpeg;base64,AAAA" in html
     assert "<script>" not in html and "&lt;script&gt;" in html
     assert [m["frame_id"] for m in out if m["type"] == "frame"] == ["fr1"]
+
+
+def test_a_screen_from_the_bus_is_the_tiles_image_and_the_timelines_frame() -> None:
+    """The host's small JPEG goes to the page as it came: no decoding, no full frame."""
+    import base64
+
+    from host.dashboard.config import DashboardSettings
+    from host.dashboard.server import Dashboard, subscriptions
+    from runtime.actor import topic_matches
+
+    dash = Dashboard(DashboardSettings())
+    started(dash.state)
+    feed = dash.hub.connect()
+    feed.view("p1")
+    feed.drain(dash.state)
+    jpeg = b"\xff\xd8 not decoded by the dashboard \xff\xd9"
+    ids = {"device": "p1", "episode_id": "e1", "step": 1}
+    dash.apply(topics.device_screen("p1"), Screen(frame_id="fr1", width=1080, height=2400,
+                                                  data=jpeg, **ids))
+    dash.apply(topics.device_screen("p2"), Screen(frame_id="fr2", width=1, height=1,
+                                                  data=jpeg, **ids))  # names another phone
+    src = "data:image/jpeg;base64," + base64.b64encode(jpeg).decode()
+    out = feed.drain(dash.state)
+    assert [(m["frame_id"], m["src"]) for m in out if m["type"] == "frame"] == [("fr1", src)]
+    frames = [e for e in dash.state.phone("p1").timeline.events  # type: ignore[union-attr]
+              if e["event"] == "frame"]
+    assert [(e["frame_id"], e["width"], e["height"], e["_src"]) for e in frames] == [
+        ("fr1", 1080, 2400, src)]
+    assert dash.state.phone("p1").tile.frame_id == "fr1"
+    assert "p2" not in dash.state.phones
+    # The dashboard takes the screens and every event but the full frames.
+    subs = subscriptions()
+    assert any(topic_matches(topics.device_screen("p1"), f) for f in subs)
+    assert not any(topic_matches(topics.device_event("p1", Frame), f) for f in subs)
+    for kind in (Plan, EpisodeStarted, EpisodeFinished, LlmUsage, StepTiming, Error):
+        assert any(topic_matches(topics.device_event("p1", kind), f) for f in subs)
 
 
 def test_a_feed_coalesces_tiles_and_only_sends_the_viewed_phones_steps() -> None:

@@ -46,9 +46,9 @@ def test_decoding_accepts_either_encoding() -> None:
 
 
 def test_kinds_are_unique_and_snake_case() -> None:
-    # 20 + Question, three request kinds, the planner's Choice, note, progress, and the
-    # remote OCR read and its answer
-    assert len(KINDS) == 29
+    # 20 + Question, three request kinds, the planner's Choice, note, progress, the
+    # remote OCR read and its answer, and the watchers' Screen
+    assert len(KINDS) == 30
     assert all(k == k.lower() and " " not in k for k in KINDS)
 
 

@@ -15,6 +15,7 @@ def test_builders_and_parser_agree() -> None:
         topics.device_instructions(serial): ("device", "instructions", serial, None),
         topics.device_control(serial): ("device", "control", serial, None),
         topics.device_status(serial): ("device", "status", serial, None),
+        topics.device_screen(serial): ("device", "screen", serial, None),
         topics.device_event(serial, EpisodeFinished): ("device", "events", serial, "episode_finished"),
         topics.fleet_instructions(): ("fleet", "instructions", None, None),
         topics.host_status("h1"): ("host", "status", "h1", None),
@@ -52,6 +53,8 @@ def test_filters_match_what_the_builders_make() -> None:
     assert topic_matches(topics.device_instructions("d"), topics.all_instructions_filter())
     assert topic_matches(topics.fleet_instructions(), topics.shared_fleet_instructions())
     assert topic_matches(topics.host_status("h"), topics.all_host_status_filter())
+    assert topic_matches(topics.device_screen("d"), topics.all_screens_filter())
+    assert not topic_matches(topics.device_screen("d"), topics.device_events_filter())
     assert topic_matches("mobagent/v1/a/b", "mobagent/#")
     assert not topic_matches("mobagent/v1", "mobagent/v1/+")
 
