@@ -388,8 +388,13 @@ def match_text(lines: Sequence[OcrLine], query: str,
         return _unique_boxes(exact), []
 
     inner: list[tuple[bool, int, TextMatch]] = []  # (on word boundaries, extra chars, match)
+    # Found as read, else with the OCR confusables folded ("Issues" in "lssues 131"); the fold
+    # maps one character to one, so the index map still holds.
+    folded = not any(q in n for _, n, _ in normed + joined)
+    fq = fold_confusables(q) if folded else q
     for ln, n, idx in normed + joined:
-        start = n.find(q)
+        n = fold_confusables(n) if folded else n
+        start = n.find(fq)
         while start >= 0:
             a, b = idx[start], idx[start + len(q) - 1] + 1
             # A match on word boundaries ("Sign in" in "Sign in now") beats one inside a
@@ -398,7 +403,7 @@ def match_text(lines: Sequence[OcrLine], query: str,
                 b >= len(ln.text) or not ln.text[b].isalnum() or _separated(ln, b - 1))
             inner.append((bounded, len(n) - len(q),
                           TextMatch(ln.span_box(a, b), ln.text, ln.score, "word", False)))
-            start = n.find(q, start + 1)
+            start = n.find(fq, start + 1)
     # Inside a word only for longer queries: "ok" inside "Bookmarks" is no match.
     words = [(extra, m) for bounded, extra, m in inner if bounded] or (
         [(extra, m) for _, extra, m in inner] if len(q) >= 4 else [])

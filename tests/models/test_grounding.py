@@ -449,3 +449,10 @@ def test_an_ellipsized_line_matches_the_start_of_the_query(
                       Ambiguous | NotFound)
     assert not isinstance(perception.ground_text(cut_short_screen.image, "Download manager"),
                           Grounded)
+
+
+def test_a_word_read_with_confusables_is_still_found_inside_a_line() -> None:
+    # "Issues" read "lssues 131" (a tab with its count): the I/l fold finds the word
+    result = ground([line("lssues 131", (0, 0, 300, 40), chars=True)], "Issues")
+    assert isinstance(result, Grounded) and result.method == "word"
+    assert result.box[2] <= 200  # the word's characters, not the count
