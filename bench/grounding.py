@@ -658,10 +658,10 @@ def set_summary(label: str, screens: list[Screen], scores: dict[str, TextScore],
     if args.misses:
         with args.misses.open("a") as out:
             i = 0
-            for sc in screens:
-                for t in sc.text_targets:
+            for screen in screens:
+                for t in screen.text_targets:
                     if vis[i] and ours.causes[i]:
-                        out.write(json.dumps({"set": label, "screen": sc.sid, "text": t["text"],
+                        out.write(json.dumps({"set": label, "screen": screen.sid, "text": t["text"],
                                               "bbox": t["bbox"], "cause": ours.causes[i]}) + "\n")
                     i += 1
     print(f"[{label}] {ours.n - ours.n_visible}/{ours.n} text targets are hidden by the ground "

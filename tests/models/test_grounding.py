@@ -456,3 +456,11 @@ def test_a_word_read_with_confusables_is_still_found_inside_a_line() -> None:
     result = ground([line("lssues 131", (0, 0, 300, 40), chars=True)], "Issues")
     assert isinstance(result, Grounded) and result.method == "word"
     assert result.box[2] <= 200  # the word's characters, not the count
+
+
+def test_several_word_matches_put_the_shortest_line_first_and_say_so() -> None:
+    result = ground([line("Click on top right + to add a list", (0, 0, 700, 40), chars=True),
+                     line("+ Add", (0, 900, 120, 940), chars=True)], "Add")
+    assert isinstance(result, Ambiguous) and result.method == "word"
+    assert [c.label for c in result.candidates] == ["+ Add", "Click on top right + to add a list"]
+    assert "shortest line holding it first" in result.reason
