@@ -382,6 +382,7 @@ class TextScore:
     hit: list[bool]  # per target, in dataset order
     read: list[bool]
     visible: list[bool]
+    causes: list[str] = field(default_factory=list)  # per target: why it missed ("" if hit)
 
     def hits(self) -> tuple[int, int]:
         """(grounded right, visible targets)."""
@@ -425,6 +426,7 @@ def score_text(name: str, screens: list[Screen], times: list[float],
     hit_list: list[bool] = []
     read_list: list[bool] = []
     visible: list[bool] = []
+    causes: list[str] = []
     for s in screens:
         res = results[s.sid]
         normed = {normalize(ln.text)[0] for ln in res.lines}
@@ -435,6 +437,7 @@ def score_text(name: str, screens: list[Screen], times: list[float],
             point = g.point if isinstance(g, Grounded) else (
                 g.candidates[0].point if isinstance(g, Ambiguous) else None)
             ok = point is not None and inside(point, tuple(t["bbox"]))
+            causes.append("" if ok else miss_cause(t, res, g, point))
             grounded += isinstance(g, Grounded)
             grounded_wrong += isinstance(g, Grounded) and not ok and not why
             ambiguous += isinstance(g, Ambiguous)
@@ -447,12 +450,40 @@ def score_text(name: str, screens: list[Screen], times: list[float],
 
     sc = TextScore(name, share(hit_list, True), share(hit_list, False), share(read_list, True),
                    share(read_list, False), pct(times, 50), pct(times, 95), pct(times_1080, 50),
-                   n, n_vis, grounded, grounded_wrong, ambiguous, hit_list, read_list, visible)
+                   n, n_vis, grounded, grounded_wrong, ambiguous, hit_list, read_list, visible,
+                   causes)
     print(f"{name:<30} text acc {fmt_share(*sc.hits())} (all {sc.accuracy_all:.3f})  read "
           f"{fmt_share(*sc.reads())} (all {sc.recall_all:.3f})  p50 {sc.p50:.3f}s p95 {sc.p95:.3f}s  "
           f"p50@1080x1920 {sc.p50_1080:.3f}s  (grounded {grounded}, of them wrong on visible "
           f"{grounded_wrong}; ambiguous {ambiguous}; n {n_vis} visible of {n})", flush=True)
     return sc
+
+
+# Alphabets the PP-OCR recognisers (Chinese + Latin dictionaries) cannot spell.
+_FOREIGN_SCRIPTS = ("ARABIC", "CYRILLIC", "DEVANAGARI", "GREEK", "HEBREW", "BENGALI", "TAMIL",
+                    "TELUGU", "MALAYALAM", "GURMUKHI", "GEORGIAN", "KHMER", "MYANMAR", "SINHALA",
+                    "THAI", "HANGUL", "ARMENIAN", "GUJARATI", "KANNADA", "ORIYA", "ETHIOPIC")
+
+
+def miss_cause(target: dict[str, Any], res: OcrResult, g: object,
+               point: tuple[float, float] | None) -> str:
+    """Why a target was missed, judged from the OCR output and the answer (for the report)."""
+    import unicodedata
+
+    box = tuple(target["bbox"])
+    if isinstance(g, Grounded):
+        return "grounded elsewhere (wrong tap)"
+    if isinstance(g, Ambiguous):
+        right = any(inside(c.point, box) for c in g.candidates)
+        return "ambiguous, the right box not first" if right else "ambiguous, no right box"
+    if any(unicodedata.name(c, "").split(" ")[0] in _FOREIGN_SCRIPTS for c in target["text"]):
+        return "a script the recogniser lacks"
+    centre = ((box[0] + box[2]) / 2, (box[1] + box[3]) / 2)
+    if centre[1] < OcrSettings().skip_top_frac * res.height:
+        return "in the status bar (not read by design)"
+    if not any(inside(ln.center, box) or inside(centre, ln.box) for ln in res.lines):
+        return "nothing read there (an icon's label, or text not detected)"
+    return "read as other text (misread, or a label unlike the drawn text)"
 
 
 def changed_frame(bgr: np.ndarray, k: int) -> np.ndarray:
@@ -620,6 +651,19 @@ def set_summary(label: str, screens: list[Screen], scores: dict[str, TextScore],
                    ocr_p50_1080_s=ours.p50_1080, n_text=ours.n, n_text_visible=ours.n_visible,
                    text_visible_share=ours.n_visible / max(1, ours.n),
                    text_hidden=dict(hidden), text_visibility_rule=VISIBILITY_RULE)
+    causes = Counter(c for c, v in zip(ours.causes, vis, strict=True) if v and c)
+    summary["text_miss_causes"] = dict(causes.most_common())
+    print(f"[{label}] visible misses by cause: "
+          + "; ".join(f"{c}: {k}" for c, k in causes.most_common()), flush=True)
+    if args.misses:
+        with args.misses.open("a") as out:
+            i = 0
+            for screen in screens:
+                for t in screen.text_targets:
+                    if vis[i] and ours.causes[i]:
+                        out.write(json.dumps({"set": label, "screen": screen.sid, "text": t["text"],
+                                              "bbox": t["bbox"], "cause": ours.causes[i]}) + "\n")
+                    i += 1
     print(f"[{label}] {ours.n - ours.n_visible}/{ours.n} text targets are hidden by the ground "
           f"truth's own layout ({', '.join(f'{k}: {v}' for k, v in hidden.items()) or 'none'}); "
           f"text_accuracy is over the {ours.n_visible} visible ones "
@@ -757,6 +801,9 @@ def main(argv: list[str] | None = None) -> int:
                    help="keep OCR outputs here per (set-up, set, screen); times then come "
                         "from the run that made each entry")
     p.add_argument("--json", type=Path, help="also write the summary JSON here")
+    p.add_argument("--misses", type=Path,
+                   help="append each visible target our set-up missed, with its cause, to this "
+                        "JSON-lines file")
     p.add_argument("--limit", type=int, help="only the first N screens of each set")
     p.add_argument("--shard", default="0/1", metavar="K/N",
                    help="only every N-th screen from the K-th (to fill --cache in parallel)")

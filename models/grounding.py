@@ -16,6 +16,7 @@ from __future__ import annotations
 import difflib
 import hashlib
 import io
+import re
 import threading
 import unicodedata
 from collections import Counter
@@ -95,6 +96,10 @@ class TextMatchSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknow
     # A unique whole-word match is Grounded when the rest of its line is at most this share
     # of the query's length (normalised characters): "Inbox 3" for "Inbox", not "10:30" for "10".
     word_extra_frac: float = 0.25
+    # ... and so is a unique whole-word match of a query at least this long (normalised
+    # characters), however long its line: a link in a paragraph or a name in a flowing list
+    # ("Soomaaliga" in "Soomaaliga shqip srpski"). 0: off.
+    word_certain_len: int = 6
     max_candidates: int = 6  # Ambiguous shows at most this many
     closest: int = 5  # NotFound lists this many texts
     merge_row_gap: float = 1.2  # lines on one row closer than this many line heights are joined
@@ -154,6 +159,28 @@ def normalize(text: str) -> tuple[str, list[int]]:
             out.append(c)
             index.append(i)
     return "".join(out), index
+
+
+# Marks that apps draw in several look-alike forms (a separator bullet, a minus sign): folded
+# to one form each, so that a query made only of them ("•", "-") can still be matched.
+_SYMBOL_FORMS = str.maketrans({**{c: "·" for c in "•·∙・‧⋅●◦"},
+                               **{c: "-" for c in "‐‑‒–—―−﹣－"}})
+
+
+def normalize_symbols(text: str) -> tuple[str, list[int]]:
+    """For a query that `normalize` empties (punctuation only): the text with only spaces
+    dropped and look-alike marks folded, with the index map `normalize` also returns."""
+    out: list[str] = []
+    index: list[int] = []
+    for i, ch in enumerate(text):
+        for c in unicodedata.normalize("NFKC", ch).casefold().translate(_SYMBOL_FORMS):
+            if not c.isspace():
+                out.append(c)
+                index.append(i)
+    return "".join(out), index
+
+
+_ELLIPSIS = re.compile(r"\s*(?:\.{2,}|…+)\s*$")
 
 
 _CONFUSABLES = str.maketrans({"o": "0", "l": "1", "i": "1", "|": "1"})
@@ -339,7 +366,7 @@ def match_text(lines: Sequence[OcrLine], query: str,
     s = settings or TextMatchSettings()
     q, _ = normalize(query)
     if not q:
-        return [], []
+        return _match_symbols(lines, query), []
     normed = [(ln, *normalize(ln.text)) for ln in lines]
     joined = [(ln, *normalize(ln.text)) for ln in _row_groups(lines, s.merge_row_gap)]
 
@@ -361,8 +388,13 @@ def match_text(lines: Sequence[OcrLine], query: str,
         return _unique_boxes(exact), []
 
     inner: list[tuple[bool, int, TextMatch]] = []  # (on word boundaries, extra chars, match)
+    # Found as read, else with the OCR confusables folded ("Issues" in "lssues 131"); the fold
+    # maps one character to one, so the index map still holds.
+    folded = not any(q in n for _, n, _ in normed + joined)
+    fq = fold_confusables(q) if folded else q
     for ln, n, idx in normed + joined:
-        start = n.find(q)
+        n = fold_confusables(n) if folded else n
+        start = n.find(fq)
         while start >= 0:
             a, b = idx[start], idx[start + len(q) - 1] + 1
             # A match on word boundaries ("Sign in" in "Sign in now") beats one inside a
@@ -371,14 +403,17 @@ def match_text(lines: Sequence[OcrLine], query: str,
                 b >= len(ln.text) or not ln.text[b].isalnum() or _separated(ln, b - 1))
             inner.append((bounded, len(n) - len(q),
                           TextMatch(ln.span_box(a, b), ln.text, ln.score, "word", False)))
-            start = n.find(q, start + 1)
+            start = n.find(fq, start + 1)
     # Inside a word only for longer queries: "ok" inside "Bookmarks" is no match.
     words = [(extra, m) for bounded, extra, m in inner if bounded] or (
         [(extra, m) for _, extra, m in inner] if len(q) >= 4 else [])
+    # The line closest to the query as a whole first ("Add" in "+ Add" before "Add" in
+    # "Click + to add a list"): the shortest rest of line is the likeliest label.
+    words.sort(key=lambda t: t[0])
     word_matches = _unique_boxes([m for _, m in words])
     if len(word_matches) == 1 and any(bounded for bounded, _, _ in inner):
         extra = min(e for e, _ in words)
-        if extra <= s.word_extra_frac * len(q):
+        if extra <= s.word_extra_frac * len(q) or 0 < s.word_certain_len <= len(q):
             word_matches = [msgspec.structs.replace(word_matches[0], certain=True)]
 
     scored: list[tuple[float, bool, TextMatch]] = []  # (similarity, whole line, match)
@@ -419,9 +454,49 @@ def match_text(lines: Sequence[OcrLine], query: str,
         if extra_fuzzy and word_matches[0].certain:
             word_matches = [msgspec.structs.replace(word_matches[0], certain=False)]
         return word_matches + extra_fuzzy, []
+    # A line the screen cut short with an ellipsis ("yuanshen_..." for "yuanshen_3.0.0.apk"):
+    # its readable part begins the query. It ranks above a fuzzy match, and is certain
+    # only when alone and covering at least half of the query.
+    prefixes: list[TextMatch] = []
+    for ln in lines:
+        head = _ELLIPSIS.split(ln.text, maxsplit=1)[0] if _ELLIPSIS.search(ln.text) else ""
+        p, _ = normalize(head)
+        if len(p) >= 3 and len(p) < len(q) and fold_confusables(q).startswith(
+                fold_confusables(p)):
+            prefixes.append(TextMatch(ln.box, ln.text, len(p) / len(q), "prefix", False))
+    prefixes.sort(key=lambda m: -m.score)
+    if prefixes:
+        out = _unique_boxes(prefixes + [msgspec.structs.replace(m, certain=False)
+                                        for m in fuzzy])
+        if len(out) == 1 and out[0].score >= 0.5 and len(normalize(out[0].label)[0]) >= 6:
+            out = [msgspec.structs.replace(out[0], certain=True)]
+        return out, closest
     if fuzzy:
         return fuzzy, closest
     return [], closest
+
+
+def _match_symbols(lines: Sequence[OcrLine], query: str) -> list[TextMatch]:
+    """Matches for a query of marks alone ("•", "-", "/"): a line that is just those marks
+    (certain when it is the only place), else the marks inside lines (uncertain)."""
+    q, _ = normalize_symbols(query)
+    if not q:
+        return []
+    exact: list[TextMatch] = []
+    inner: list[TextMatch] = []
+    for ln in lines:
+        n, idx = normalize_symbols(ln.text)
+        if n == q:
+            exact.append(TextMatch(ln.box, ln.text, ln.score, "exact"))
+            continue
+        start = n.find(q)
+        while start >= 0:
+            span = ln.span_box(idx[start], idx[start + len(q) - 1] + 1)
+            inner.append(TextMatch(span, ln.text, ln.score, "word", False))
+            start = n.find(q, start + 1)
+    if exact:
+        return _unique_boxes(exact)
+    return _unique_boxes(inner)
 
 
 def _unique_boxes(matches: list[TextMatch]) -> list[TextMatch]:
@@ -435,13 +510,16 @@ def _unique_boxes(matches: list[TextMatch]) -> list[TextMatch]:
     return out
 
 
+_KINDS = {"word": "the text inside a longer line", "prefix": "a line cut short with an ellipsis"}
+
+
 def ground_text_in(ocr: OcrResult, rgb: np.ndarray | None, query: str,
                    settings: TextMatchSettings | None = None,
                    position: str | None = None) -> GroundResult:
     """Ground `query` on an OCR result; `rgb` (the frame) is needed to draw Ambiguous marks."""
     s = settings or TextMatchSettings()
-    if not query or not normalize(query)[0]:
-        return NotFound(query=query, reason="the text to find is empty after normalisation")
+    if not query or not (normalize(query)[0] or normalize_symbols(query)[0]):
+        return NotFound(query=query, reason="the text to find is empty")
     lines: Sequence[OcrLine] = ocr.lines
     if position:
         (x0, x1), (y0, y1) = position_region(position)
@@ -461,11 +539,13 @@ def ground_text_in(ocr: OcrResult, rgb: np.ndarray | None, query: str,
     if shown[0].method == "exact":
         reason = f"{len(matches)} places match exactly{more}"
     else:
-        kinds = " or ".join(dict.fromkeys(
-            "the text inside a longer line" if m.method == "word" else "a similar text"
-            for m in matches))
+        kinds = " or ".join(dict.fromkeys(_KINDS.get(m.method, "a similar text")
+                                          for m in matches))
+        order = ("; the shortest line holding it first"
+                 if shown[0].method == "word" and len(shown) > 1 else "")
         reason = (f"no exact match, only {len(matches)} uncertain candidate"
-                  f"{'s' if len(matches) > 1 else ''} ({kinds}){more}: confirm one, or none")
+                  f"{'s' if len(matches) > 1 else ''} ({kinds}){order}{more}: confirm one, "
+                  "or none")
     return _ambiguous(query, rgb, [(m.box, m.label, m.score) for m in shown], shown[0].method,
                       reason)
 

@@ -15,6 +15,7 @@ from models.grounding import (
     Grounded,
     NotFound,
     Perception,
+    TextMatchSettings,
     ground_text_in,
     match_text,
     normalize,
@@ -56,10 +57,16 @@ def test_word_inside_a_line_taps_the_sub_box() -> None:
     lines = [line("Turn on Airplane mode", (100, 0, 520, 40), chars=True)]
     matches, _ = match_text(lines, "Airplane")
     assert len(matches) == 1 and matches[0].method == "word"
-    assert not matches[0].certain  # a word inside a longer line is for the planner to confirm
+    # unique, on word boundaries and at least `word_certain_len` long: certain
+    assert matches[0].certain
     x1, _, x2, _ = matches[0].box
     step = 420 / len("Turn on Airplane mode")
     assert x1 == pytest.approx(100 + 8 * step) and x2 == pytest.approx(100 + 16 * step)
+    # a short word inside a longer line is for the planner to confirm
+    short, _ = match_text(lines, "mode")
+    assert len(short) == 1 and not short[0].certain
+    off = TextMatchSettings(word_certain_len=0)
+    assert not match_text(lines, "Airplane", off)[0][0].certain
 
 
 # -- certain vs uncertain: what may be Grounded without an exact line match ------------------
@@ -231,17 +238,22 @@ def test_one_match_is_grounded_inside_the_drawn_text(settings_screen: Screen,
 
 def test_word_inside_a_line_lands_on_the_word(settings_screen: Screen,
                                               perception: Perception) -> None:
-    # No line reads "Airplane" alone: one uncertain candidate, on the word, marked for the
-    # planner to confirm.
+    # No line reads "Airplane" alone, but it is a whole word, long and found once: grounded on
+    # the word's own characters (a link inside a sentence), not on the line's centre.
+    line_text = "Tap here to turn on Airplane"
     result = perception.ground_text(settings_screen.image, "Airplane")
-    assert isinstance(result, Ambiguous) and result.method == "word", result
-    assert len(result.candidates) == 1 and result.marked_jpeg and result.candidates[0].crop_png
-    point = result.candidates[0].point
-    word = settings_screen.word_box((60, 520), "Tap here to turn on Airplane", "Airplane", size=52)
-    assert inside(point, word, slack=8)
-    # and not on the line's centre, which lies elsewhere
-    line_box = settings_screen.boxes["Tap here to turn on Airplane"][0]
-    assert abs(point[0] - (line_box[0] + line_box[2]) / 2) > 30
+    assert isinstance(result, Grounded) and result.method == "word", result
+    word = settings_screen.word_box((60, 520), line_text, "Airplane", size=52)
+    assert inside(result.point, word, slack=8)
+    line_box = settings_screen.boxes[line_text][0]
+    assert abs(result.point[0] - (line_box[0] + line_box[2]) / 2) > 30
+    # A short word inside the line may be another element's label: one uncertain candidate,
+    # on the word, marked for the planner to confirm.
+    short = perception.ground_text(settings_screen.image, "turn")
+    assert isinstance(short, Ambiguous) and short.method == "word", short
+    assert len(short.candidates) == 1 and short.marked_jpeg and short.candidates[0].crop_png
+    assert inside(short.candidates[0].point,
+                  settings_screen.word_box((60, 520), line_text, "turn", size=52), slack=8)
 
 
 def test_many_matches_are_ambiguous_with_one_marked_image(settings_screen: Screen,
@@ -386,3 +398,69 @@ def test_grounding_uses_one_ocr_for_many_queries(rico_dev: RicoDev, ocr_engine: 
     for target in screen.text_targets:
         p.ground_text(frame, target["text"])
     assert p.read_text(frame) is first
+
+
+# -- marks alone, and lines the screen cut short ---------------------------------------------
+
+
+def test_a_query_of_marks_alone_matches_its_look_alikes() -> None:
+    # "•" and "-" normalise to nothing; they are matched on the marks themselves, with
+    # look-alikes folded (a bullet drawn as a middle dot, a minus as a dash).
+    alone = ground([line("–", (500, 100, 520, 140)), line("Volume", (0, 100, 200, 140))], "-")
+    assert isinstance(alone, Grounded) and alone.method == "exact" and alone.point[0] > 500
+    inner = ground([line("Scene4·53d", (0, 0, 200, 40), chars=True)], "•")
+    assert isinstance(inner, Ambiguous) and inner.method == "word"
+    step = 200 / len("Scene4·53d")
+    assert 6 * step <= inner.candidates[0].point[0] <= 7 * step
+    assert isinstance(ground([line("Volume", (0, 0, 200, 40))], "•"), NotFound)
+
+
+@pytest.fixture(scope="module")
+def cut_short_screen() -> Screen:
+    s = Screen()
+    s.text((60, 200), "Forgot your password? • Privacy policy", size=44)
+    s.text((60, 400), "Snapdragon Profiler - arm…", size=48)
+    s.text((60, 600), "Apr 7...", size=48)
+    s.text((60, 800), "Downloads", size=48)
+    return s
+
+
+def test_a_separator_bullet_inside_a_line_is_found_on_the_screen(
+        cut_short_screen: Screen, perception: Perception) -> None:
+    text = "Forgot your password? • Privacy policy"
+    result = perception.ground_text(cut_short_screen.image, "•")
+    assert isinstance(result, Ambiguous), result
+    assert inside(result.candidates[0].point,
+                  cut_short_screen.word_box((60, 200), text, "•", size=44), slack=20)
+
+
+def test_an_ellipsized_line_matches_the_start_of_the_query(
+        cut_short_screen: Screen, perception: Perception) -> None:
+    long = perception.ground_text(cut_short_screen.image, "Snapdragon Profiler - arm64_v8a")
+    assert isinstance(long, Grounded) and long.method == "prefix", long
+    assert inside(long.point, cut_short_screen.boxes["Snapdragon Profiler - arm…"][0])
+    # too little of the query is left to be sure: the planner confirms it
+    short = perception.ground_text(cut_short_screen.image, "Apr 7, 2022")
+    assert isinstance(short, Ambiguous) and short.method == "prefix", short
+    assert "ellipsis" in short.reason
+    assert inside(short.candidates[0].point, cut_short_screen.boxes["Apr 7..."][0])
+    # a line without an ellipsis is no prefix of anything
+    assert isinstance(perception.ground_text(cut_short_screen.image, "Downloads folder"),
+                      Ambiguous | NotFound)
+    assert not isinstance(perception.ground_text(cut_short_screen.image, "Download manager"),
+                          Grounded)
+
+
+def test_a_word_read_with_confusables_is_still_found_inside_a_line() -> None:
+    # "Issues" read "lssues 131" (a tab with its count): the I/l fold finds the word
+    result = ground([line("lssues 131", (0, 0, 300, 40), chars=True)], "Issues")
+    assert isinstance(result, Grounded) and result.method == "word"
+    assert result.box[2] <= 200  # the word's characters, not the count
+
+
+def test_several_word_matches_put_the_shortest_line_first_and_say_so() -> None:
+    result = ground([line("Click on top right + to add a list", (0, 0, 700, 40), chars=True),
+                     line("+ Add", (0, 900, 120, 940), chars=True)], "Add")
+    assert isinstance(result, Ambiguous) and result.method == "word"
+    assert [c.label for c in result.candidates] == ["+ Add", "Click on top right + to add a list"]
+    assert "shortest line holding it first" in result.reason
