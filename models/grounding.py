@@ -34,6 +34,7 @@ from models.detector import (
     DetectorSettings,
     Proposal,
     dedupe,
+    drawn_rows,
     drop_large,
     filter_by_position,
     make_detector,
@@ -505,7 +506,7 @@ def icon_candidates(bgr: np.ndarray, proposals: Sequence[Proposal], settings: Ic
     props = dedupe(drop_large(proposals, w, h, s.max_area_frac), s.dedupe_iou)
     props = [p for p in props if p.center[1] > s.status_bar_frac * h]
     if position:
-        in_place = filter_by_position(props, position, w, h)
+        in_place = filter_by_position(props, position, w, h, drawn_rows(bgr))
         if in_place:
             return in_place, ""
         if props:
@@ -515,14 +516,16 @@ def icon_candidates(bgr: np.ndarray, proposals: Sequence[Proposal], settings: Ic
 
 def ground_icon_in(bgr: np.ndarray, proposals: Sequence[Proposal], description: str,
                    matcher: IconMatcher | None, settings: IconSettings | None = None,
-                   position: str | None = None) -> GroundResult:
-    """Mobile-Agent's icon path: drop large boxes, dedupe, position filter, match, pick."""
+                   position: str | None = None, *, draw: bool = True) -> GroundResult:
+    """Mobile-Agent's icon path: drop large boxes, dedupe, position filter, match, pick.
+    ``draw=False`` leaves an Ambiguous answer without its marked image and crops (a bench
+    that only counts answers)."""
     s = settings or IconSettings()
     props, note = icon_candidates(bgr, proposals, s, position)
     if not props:
         return NotFound(query=description, reason="no icon-like boxes on screen")
     props = sorted(props, key=lambda p: -p.score)[: max(1, s.max_match)]
-    rgb = cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB)
+    rgb = cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB) if draw else None
     boxes = [p.box for p in props]
     judged = matcher.judge(bgr, boxes, description) if matcher is not None else None
     if judged is None:
