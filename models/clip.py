@@ -25,6 +25,7 @@ import msgspec
 import numpy as np
 import onnxruntime as ort
 
+from models.icons import IconScores
 from models.providers import check_session
 from models.providers import resolve as resolve_providers
 
@@ -234,11 +235,27 @@ class ClipModel:
         return (e / e.sum()).astype(np.float32)
 
 
+# Unrelated descriptions each crop is also compared with: a softmax over crops gives a lone
+# crop 1.0 whatever it shows, so a crop must also be nearer the description than these.
+RIVAL_ICONS = (
+    "arrow back", "arrow forward", "menu", "more options", "search", "close", "add", "edit",
+    "delete", "share", "settings", "home", "heart", "star", "thumb up", "thumb down", "camera",
+    "microphone", "play", "pause", "refresh", "download", "upload", "bookmark", "lock",
+    "notifications", "person", "shopping cart", "location pin", "phone", "email", "calendar",
+    "clock", "info", "help", "filter", "sort", "check mark", "chevron", "list", "grid", "send",
+    "attach", "image", "folder", "wifi", "bluetooth", "volume", "flash", "map", "chat",
+)
+# A rival prompt this close (cosine of the text embeddings) to the description means the
+# same thing ("heart" for "like"): not a rival.
+RIVAL_SAME = 0.9
+
+
 class ClipMatcher:
     """The `IconMatcher` interface over a `ClipModel`."""
 
-    def __init__(self, model: ClipModel) -> None:
+    def __init__(self, model: ClipModel, rivals: Sequence[str] = RIVAL_ICONS) -> None:
         self.model = model
+        self.rival_icons = tuple(rivals)
 
     @classmethod
     def from_dir(cls, folder: str | Path, providers: Sequence[str] = (),
@@ -246,6 +263,36 @@ class ClipMatcher:
         return cls(ClipModel.from_dir(folder, providers, allow_cpu_fallback))
 
     def score(self, bgr: np.ndarray, boxes: Sequence[Box], description: str) -> list[float] | None:
+        return self.judge(bgr, boxes, description).scores
+
+    def judge(self, bgr: np.ndarray, boxes: Sequence[Box], description: str) -> IconScores:
+        """Softmax over crops, and per crop CLIP's zero-shot split between the description and
+        the unrelated ones: the description's probability minus the best rival's (a softmax
+        over the prompts, so in the same 0..1 units whatever the model). No CLIP weights were
+        measured here: `icons.rival_margin` was chosen for the Material matcher."""
+        crops = self._crops(bgr, boxes)
+        if not crops:
+            return IconScores(scores=[])
+        img = self.model.encode_images(crops)
+        prompts = [f"an icon of {description}", *(f"an icon of {r}" for r in self.rival_icons
+                                                  if r.lower() != description.lower())]
+        txt = self.model.encode_texts(prompts)
+        sims = img @ txt.T  # (crops, prompts)
+        logits = self.model.config.temperature * sims[:, 0]
+        e = np.exp(logits - logits.max())
+        scores = [float(v) for v in e / e.sum()]
+        keep = [k for k in range(1, len(prompts)) if float(txt[0] @ txt[k]) < RIVAL_SAME]
+        if not keep:
+            return IconScores(scores=scores)
+        per_crop = self.model.config.temperature * sims[:, [0, *keep]]
+        p = np.exp(per_crop - per_crop.max(axis=1, keepdims=True))
+        p /= p.sum(axis=1, keepdims=True)
+        best = p[:, 1:].argmax(axis=1)
+        margins = [float(p[i, 0] - p[i, 1 + b]) for i, b in enumerate(best)]
+        names = [prompts[keep[b]].removeprefix("an icon of ") for b in best]
+        return IconScores(scores=scores, margins=margins, rivals=names)
+
+    def _crops(self, bgr: np.ndarray, boxes: Sequence[Box]) -> list[np.ndarray]:
         h, w = bgr.shape[:2]
         crops = []
         for x1, y1, x2, y2 in boxes:
@@ -253,4 +300,4 @@ class ClipMatcher:
             xb, yb = min(w, int(np.ceil(x2))), min(h, int(np.ceil(y2)))
             crop = bgr[ya:yb, xa:xb]
             crops.append(cv2.cvtColor(crop, cv2.COLOR_BGR2RGB) if crop.size else crop)
-        return [float(v) for v in self.model.rank(crops, description)]
+        return crops

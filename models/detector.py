@@ -164,18 +164,42 @@ def position_region(position: str) -> tuple[tuple[float, float], tuple[float, fl
     return (xs or (0.0, 1.0)), (ys or (0.0, 1.0))
 
 
+def drawn_rows(bgr: np.ndarray, min_frac: float = 0.05, black: int = 8) -> tuple[int, int]:
+    """The rows ``[y0, y1)`` the app draws in: the frame without a pure-black band at its top
+    or bottom edge at least ``min_frac`` of its height. A capture can be taller than the app's
+    window (DroidBot's 1080x2340 frames of an app drawn 1920 high leave the rest black), and a
+    person names positions by what they see drawn: an icon 1,100 px down is in the bottom half
+    of a 1920-high app, not in the top half of the 2340-high frame."""
+    h = bgr.shape[0]
+    if h == 0:
+        return 0, 0
+    # The brightest pixel of each row, on every 4th row and column (cheap: a 1080x2340 frame
+    # costs well under a millisecond); a dark-themed app is dark grey, not 0.
+    small = bgr[::4, ::4]
+    bright = small.max(axis=(1, 2)) if small.ndim == 3 else small.max(axis=1)
+    lit = np.flatnonzero(bright > black)
+    if lit.size == 0:
+        return 0, h
+    top, bottom = int(lit[0]) * 4, min(h, (int(lit[-1]) + 1) * 4)
+    y0 = top if top >= min_frac * h else 0
+    y1 = bottom if h - bottom >= min_frac * h else h
+    return y0, y1
+
+
 def filter_by_position(props: Sequence[Proposal], position: str | None, width: int,
-                       height: int) -> list[Proposal]:
-    """Keep the proposals whose centre lies in the named part of the screen."""
+                       height: int, rows: tuple[int, int] | None = None) -> list[Proposal]:
+    """Keep the proposals whose centre lies in the named part of the screen; with ``rows``
+    (``drawn_rows``), of the part of the screen the app draws in."""
     if not position or not position.strip():
         return list(props)
     (x0, x1), (y0, y1) = position_region(position)
     if width <= 0 or height <= 0:
         return []
+    top, bottom = rows if rows is not None and rows[1] > rows[0] else (0, height)
     out = []
     for p in props:
         cx, cy = p.center
-        fx, fy = cx / width, cy / height
+        fx, fy = cx / width, (cy - top) / (bottom - top)
         if x0 <= fx <= x1 and y0 <= fy <= y1:
             out.append(p)
     return out

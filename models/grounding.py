@@ -35,11 +35,13 @@ from models.detector import (
     DetectorSettings,
     Proposal,
     dedupe,
+    drawn_rows,
     drop_large,
     filter_by_position,
     make_detector,
     position_region,
 )
+from models.icons import IconScores
 from models.ocr import ImageInput, Ocr, OcrCache, OcrLine, OcrResult, OcrSettings, to_bgr
 from models.providers import resolve as resolve_providers
 
@@ -111,6 +113,10 @@ class IconSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     dedupe_iou: float = 0.5
     min_score: float = 0.75  # below: never a confident pick (right picks on Rico score >= 0.88)
     margin: float = 0.06  # best minus second best needed for a confident pick
+    # A confident pick must also look more like the description than like any unrelated one,
+    # by this much on its own crop (the matcher's `IconScores.margins`): the best of the
+    # few boxes a position filter leaves is otherwise any icon ("thumb up" on a back arrow).
+    rival_margin: float = 0.05
     top_k: int = 5
     max_match: int = 96  # at most this many boxes (best proposal scores) go to the matcher
     matcher: Literal["auto", "material", "clip", "none"] = "auto"
@@ -565,36 +571,48 @@ def _ambiguous(query: str, rgb: np.ndarray | None, items: Sequence[tuple[Box, st
 
 
 class IconMatcher(Protocol):
-    """Scores proposal boxes against a description; None when it cannot judge it at all."""
+    """Judges proposal boxes against a description; None when it cannot judge it at all."""
 
-    def score(self, bgr: np.ndarray, boxes: Sequence[Box], description: str) -> list[float] | None: ...
+    def judge(self, bgr: np.ndarray, boxes: Sequence[Box], description: str) -> IconScores | None: ...
+
+
+def icon_candidates(bgr: np.ndarray, proposals: Sequence[Proposal], settings: IconSettings,
+                    position: str | None = None) -> tuple[list[Proposal], str]:
+    """The boxes an icon query chooses among (Mobile-Agent's filters: large boxes dropped,
+    overlaps deduplicated, the status bar and then the position filter), and a note for the
+    reason when the position held none and the whole screen was used instead."""
+    s = settings
+    h, w = bgr.shape[:2]
+    props = dedupe(drop_large(proposals, w, h, s.max_area_frac), s.dedupe_iou)
+    props = [p for p in props if p.center[1] > s.status_bar_frac * h]
+    if position:
+        in_place = filter_by_position(props, position, w, h, drawn_rows(bgr))
+        if in_place:
+            return in_place, ""
+        if props:
+            return props, f"nothing icon-like in the {position}; candidates from the whole screen. "
+    return props, ""
 
 
 def ground_icon_in(bgr: np.ndarray, proposals: Sequence[Proposal], description: str,
                    matcher: IconMatcher | None, settings: IconSettings | None = None,
-                   position: str | None = None) -> GroundResult:
-    """Mobile-Agent's icon path: drop large boxes, dedupe, position filter, match, pick."""
+                   position: str | None = None, *, draw: bool = True) -> GroundResult:
+    """Mobile-Agent's icon path: drop large boxes, dedupe, position filter, match, pick.
+    ``draw=False`` leaves an Ambiguous answer without its marked image and crops (a bench
+    that only counts answers)."""
     s = settings or IconSettings()
-    h, w = bgr.shape[:2]
-    props = dedupe(drop_large(proposals, w, h, s.max_area_frac), s.dedupe_iou)
-    props = [p for p in props if p.center[1] > s.status_bar_frac * h]
-    note = ""
-    if position:
-        in_place = filter_by_position(props, position, w, h)
-        if in_place:
-            props = in_place
-        elif props:
-            note = f"nothing icon-like in the {position}; candidates from the whole screen. "
+    props, note = icon_candidates(bgr, proposals, s, position)
     if not props:
         return NotFound(query=description, reason="no icon-like boxes on screen")
     props = sorted(props, key=lambda p: -p.score)[: max(1, s.max_match)]
-    rgb = cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB)
+    rgb = cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB) if draw else None
     boxes = [p.box for p in props]
-    scores = matcher.score(bgr, boxes, description) if matcher is not None else None
-    if scores is None:
+    judged = matcher.judge(bgr, boxes, description) if matcher is not None else None
+    if judged is None:
         top = list(range(min(s.top_k, len(props))))
         return _ambiguous(description, rgb, [(boxes[i], "", props[i].score) for i in top],
                           "icon", note + "no matcher can judge this description; pick one")
+    scores, margins = judged.scores, judged.margins
     # Nested boxes around one icon (glyph, ripple, button) are one place: keep the best-scored
     # box of each place, so the runner-up is a different place on screen.
     order: list[int] = []
@@ -605,14 +623,21 @@ def ground_icon_in(bgr: np.ndarray, proposals: Sequence[Proposal], description: 
             order.append(i)
     best = scores[order[0]]
     second = scores[order[1]] if len(order) > 1 else 0.0
-    if best >= s.min_score and best - second >= s.margin:
-        i = order[0]
+    i = order[0]
+    unlike = margins is not None and margins[i] < s.rival_margin
+    if best >= s.min_score and best - second >= s.margin and not unlike:
         return Grounded(query=description, point=box_center(boxes[i]), box=boxes[i],
                         label=description, score=float(best), method="icon")
     top = order[: s.top_k]
+    why = f"no confident icon match (best {best:.2f}, next {second:.2f})"
+    if unlike:
+        rival = judged.rivals[i] if judged.rivals else "another icon"
+        alike = "more" if margins is not None and margins[i] < 0 else "almost as much"
+        why = (f"no icon here clearly looks like {description!r}: the best match ({best:.2f}) "
+               f"looks {alike} like {rival!r}; pick one only if it fits, else none")
     # No label: a score is not text the planner could read in the box (the reason has it).
     return _ambiguous(description, rgb, [(boxes[i], "", float(scores[i])) for i in top], "icon",
-                      note + f"no confident icon match (best {best:.2f}, next {second:.2f})")
+                      note + why)
 
 
 def _contains(box: Box, point: Point) -> bool:

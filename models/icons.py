@@ -6,16 +6,25 @@ them, and compare their shapes with each proposal crop: both are binarised, crop
 padded square, scaled to 32x32 and blurred; the score is their normalised correlation at a
 few scales. When no icon name fits the description, the matcher says it cannot judge
 (returns None) instead of guessing.
+
+A high score alone does not mean a crop looks like the description: the best of one or two
+boxes (a position filter leaves few) can be any icon. So `judge` also scores each crop against
+every other icon of the font that does not look like the description's (a template correlation
+under `RELATED`), and reports by how much the description beats the best of them: a crop that
+correlates more with "arrow_back" than with "thumb_up" is not a thumb up, whatever its score.
 """
 
 from __future__ import annotations
 
+import hashlib
+import os
 import re
 import threading
 from collections.abc import Sequence
 from pathlib import Path
 
 import cv2
+import msgspec
 import numpy as np
 from PIL import Image, ImageDraw, ImageFont
 
@@ -152,6 +161,23 @@ _STOP = {"the", "a", "an", "icon", "button", "image", "of", "to", "on", "at", "i
          "with", "and", "symbol", "sign", "shaped", "like", "that", "is", "logo"}
 
 _SIZE = 32
+# Icons whose templates correlate at least this much with one of the description's look like
+# it (star / star_border, delete / delete_outline): they are not rivals.
+RELATED = 0.8
+# Boxes scoring under this for the description are not compared with the rivals (their
+# margin is reported as score - 1): no pick rule grounds them, and it saves most of the work.
+RIVAL_FLOOR = 0.5
+
+
+class IconScores(msgspec.Struct, frozen=True):
+    """A matcher's judgement of some boxes against a description."""
+
+    scores: list[float]  # per box: how well it matches the description (0..1)
+    # Per box: the description's score minus the best score of an unrelated description on
+    # the same crop (in the matcher's units; negative: it looks more like something else);
+    # None when the matcher has no rivals to compare with.
+    margins: list[float] | None = None
+    rivals: list[str] | None = None  # per box: that best unrelated description
 
 
 def _find(paths: Sequence[str]) -> Path | None:
@@ -223,8 +249,10 @@ class MaterialIconMatcher:
         self.codepoints = load_codepoints(points)
         if not self.codepoints:
             raise ValueError(f"no icon code points in {points}")
+        self._font_path = font
         self._font = ImageFont.truetype(str(font), 96)
         self._templates: dict[str, np.ndarray | None] = {}
+        self._bank: tuple[list[str], np.ndarray] | None = None
         self._lock = threading.Lock()
 
     # -- which icons fit a description ---------------------------------------------------
@@ -234,13 +262,27 @@ class MaterialIconMatcher:
         text = re.sub(r"[^a-z0-9 ]+", " ", description.lower()).strip()
         words = [w for w in text.split() if w]
         names: list[str] = []
-        phrase = " ".join(words)
-        # Longer synonym phrases first ("flash off" before "flash").
-        for key in sorted(SYNONYMS, key=len, reverse=True):
-            if re.search(rf"\b{re.escape(key)}\b", phrase):
-                names.extend(SYNONYMS[key])
         content = [w for w in words if w not in _STOP]
         joined = "_".join(content)
+        # "thumbs up" is the icon thumb_up: try the words' singulars when the plural names none.
+        singular = "_".join(w[:-1] if len(w) > 3 and w.endswith("s") else w for w in content)
+        if joined not in self.codepoints and singular in self.codepoints:
+            joined = singular
+        # Spans of the description already named by a longer phrase: a shorter synonym inside
+        # one does not apply ("up" in "thumb up" or "navigate up" is not the up arrow).
+        taken: list[tuple[int, int]] = []
+        phrase = " ".join(words)
+        if joined in self.codepoints and len(content) >= 2:
+            taken.append((0, len(phrase)))
+        # Longer synonym phrases first ("flash off" before "flash").
+        for key in sorted(SYNONYMS, key=len, reverse=True):
+            for m in re.finditer(rf"\b{re.escape(key)}\b", phrase):
+                if any(a <= m.start() and m.end() <= b and m.end() - m.start() < b - a
+                       for a, b in taken):
+                    continue
+                names.extend(SYNONYMS[key])
+                taken.append((m.start(), m.end()))
+                break
         if joined in self.codepoints:
             names.insert(0, joined)
         for w in content:
@@ -265,8 +307,69 @@ class MaterialIconMatcher:
 
     # -- scoring ---------------------------------------------------------------------------
 
+    def all_templates(self) -> tuple[list[str], np.ndarray]:
+        """Every icon of the font with a usable template: names and an (N, 1024) bank.
+
+        Rendering all 2,193 takes about 10 s on a loaded 2-core machine, so the bank is kept
+        on disk (``$XDG_CACHE_HOME/mobagent``), named by a hash of the font and code points.
+        """
+        with self._lock:
+            if self._bank is not None:
+                return self._bank
+        path = self._bank_path()
+        bank = None
+        names = sorted(self.codepoints)
+        if path is not None and path.is_file():
+            try:
+                data = np.load(path)
+                saved = [str(n) for n in data["names"]]
+                if data["bank"].shape == (len(saved), _SIZE * _SIZE) and \
+                        set(saved) <= self.codepoints.keys():
+                    names, bank = saved, data["bank"]
+            except (OSError, ValueError, KeyError):
+                bank = None  # a broken cache file is rebuilt
+        if bank is None:
+            names = [n for n in names if self.template(n) is not None]
+            bank = np.stack([t for n in names if (t := self.template(n)) is not None])
+            if path is not None:
+                try:
+                    path.parent.mkdir(parents=True, exist_ok=True)
+                    tmp = path.with_suffix(f".{os.getpid()}.tmp.npz")
+                    np.savez(tmp, names=np.array(names), bank=bank)
+                    os.replace(tmp, path)
+                except OSError:
+                    pass  # no writable cache: rendered again next time
+        with self._lock:
+            self._bank = (names, bank.astype(np.float32))
+            return self._bank
+
+    def _bank_path(self) -> Path | None:
+        try:
+            digest = hashlib.sha1(self._font_path.read_bytes())
+            digest.update(repr(sorted(self.codepoints.items())).encode())
+            digest.update(f"size={_SIZE} v1".encode())
+        except OSError:
+            return None
+        root = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+        return root / "mobagent" / f"material-icons-{digest.hexdigest()[:16]}.npz"
+
+    def crop_descriptors(self, gray: np.ndarray, box: Box) -> np.ndarray | None:
+        """The box's shape descriptors as columns (1024, D): both polarities, two scales."""
+        h, w = gray.shape[:2]
+        xa, ya = max(0, int(box[0])), max(0, int(box[1]))
+        xb, yb = min(w, int(np.ceil(box[2]))), min(h, int(np.ceil(box[3])))
+        descs = [d for mask in crop_masks(gray[ya:yb, xa:xb]) for scale in (1.0, 0.85)
+                 if (d := shape_descriptor(mask, scale)) is not None]
+        return np.stack(descs, axis=1) if descs else None
+
     def score(self, bgr: np.ndarray, boxes: Sequence[Box], description: str) -> list[float] | None:
         """Per box, the best correlation (0..1) with any fitting icon; None if none fits."""
+        judged = self.judge(bgr, boxes, description, rivals=False)
+        return None if judged is None else judged.scores
+
+    def judge(self, bgr: np.ndarray, boxes: Sequence[Box], description: str, *,
+              rivals: bool = True) -> IconScores | None:
+        """Scores, and each crop's margin over the unrelated icons; None if no icon fits."""
         names = self.icon_names(description)
         pairs = [(t, k) for k, t in enumerate(self.template(n) for n in names) if t is not None]
         if not pairs:
@@ -275,18 +378,34 @@ class MaterialIconMatcher:
         # The most specific names come first; later, looser ones ("remove" for "zoom out")
         # count a little less, so a plain bar elsewhere does not win over the real icon.
         weight = np.array([1.0 if k == 0 else 0.95 for _, k in pairs], dtype=np.float32)
+        rival_names: list[str] = []
+        rival_bank = np.zeros((0, bank.shape[1]), dtype=np.float32)
+        if rivals:
+            all_names, all_bank = self.all_templates()
+            unrelated = (all_bank @ bank.T).max(axis=1) < RELATED
+            unrelated &= ~np.isin(np.array(all_names), names)
+            rival_names = [n for n, u in zip(all_names, unrelated, strict=True) if u]
+            rival_bank = all_bank[unrelated]
         gray = cv2.cvtColor(bgr, cv2.COLOR_BGR2GRAY) if bgr.ndim == 3 else bgr
-        h, w = gray.shape[:2]
-        out = []
-        for x1, y1, x2, y2 in boxes:
-            xa, ya = max(0, int(x1)), max(0, int(y1))
-            xb, yb = min(w, int(np.ceil(x2))), min(h, int(np.ceil(y2)))
-            crop = gray[ya:yb, xa:xb]
-            best = 0.0
-            for mask in crop_masks(crop):
-                for scale in (1.0, 0.85):
-                    d = shape_descriptor(mask, scale)
-                    if d is not None:
-                        best = max(best, float(((bank @ d) * weight).max()))
-            out.append(max(0.0, best))
-        return out
+        descs = [self.crop_descriptors(gray, b) for b in boxes]
+        out = [0.0 if d is None else max(0.0, float(((bank @ d) * weight[:, None]).max()))
+               for d in descs]
+        if not rivals or not rival_names:
+            return IconScores(scores=out)
+        # Only boxes that could be picked are compared with the ~2,000 rivals, in one product.
+        near = [i for i, (d, v) in enumerate(zip(descs, out, strict=True))
+                if d is not None and v >= RIVAL_FLOOR]
+        margins = [v - 1.0 for v in out]  # below the floor: never a pick anyway
+        best_rivals = [""] * len(out)
+        if near:
+            cols = np.concatenate([descs[i] for i in near], axis=1)
+            r = rival_bank @ cols  # (rivals, all columns)
+            at = 0
+            for i in near:
+                k = descs[i].shape[1]  # type: ignore[union-attr]
+                per = r[:, at : at + k].max(axis=1)
+                at += k
+                j = int(np.argmax(per))
+                margins[i] = out[i] - max(0.0, float(per[j]))
+                best_rivals[i] = rival_names[j].replace("_", " ")
+        return IconScores(scores=out, margins=margins, rivals=best_rivals)

@@ -79,3 +79,22 @@ def test_bad_set_arguments_are_usage_errors(tmp_path: Path,
     assert main([]) == 2
     assert main(["--data", str(tmp_path)]) == 2
     assert "no screens/ folder" in capsys.readouterr().err
+
+
+def test_icons_only_reports_each_set(rico_dev: Any, tmp_path: Path) -> None:
+    """`--icons-only` runs no OCR and reports, per set, proposal recall, the matcher with
+    and without a position, the absent-icon queries and the position filter's keep-rate."""
+    import json
+
+    from bench.grounding import main
+
+    out = tmp_path / "icons.json"
+    assert main(["--data", str(rico_dev.root), "--limit", "3", "--icons-only",
+                 "--json", str(out)]) == 0
+    (figures,) = json.loads(out.read_text())["sets"].values()
+    assert 0 < figures["icon_recall"] <= 1 and figures["n_icon"] > 0
+    assert figures["matcher_queries"] == figures["matcher_at_position_queries"]
+    assert figures["absent_queries"] == 3 * 20 * 5
+    assert figures["absent_grounded"] + figures["absent_ambiguous"] + \
+        figures["absent_not_found"] == figures["absent_queries"]
+    assert 0 <= figures["position_keep_quadrant"] <= 1

@@ -17,6 +17,7 @@ from models.detector import (
     Proposal,
     decode_yolo,
     dedupe,
+    drawn_rows,
     drop_large,
     filter_by_position,
     iou_matrix,
@@ -224,3 +225,24 @@ def test_opencv_proposer_recall_on_rico(rico_dev: RicoDev) -> None:
     print(f"\nicon proposal recall on rico-dev: {covered}/{total} = {recall:.3f}, "
           f"{per_screen:.0f} boxes per screen")
     assert recall >= 0.8 and per_screen <= 120
+
+
+def test_drawn_rows_leave_out_a_black_band_below_the_app() -> None:
+    """A DroidBot-style 1080x2340 capture of an app drawn 1920 high, the rest black: an icon
+    1,100 px down sits in the app's bottom half, though in the frame's top half."""
+    s = Screen(1080, 2340)
+    s.draw.rectangle((0, 1920, 1080, 2340), fill=(0, 0, 0))
+    s.draw.rectangle((0, 0, 1080, 200), fill=(18, 18, 18))  # a dark app bar is not a band
+    bgr = cv2.cvtColor(s.array(), cv2.COLOR_RGB2BGR)
+    assert drawn_rows(bgr) == (0, 1920)
+    icon = Proposal(box=(880, 1060, 960, 1140))
+    top = Proposal(box=(880, 300, 960, 380))
+    # over the whole frame's height the icon counts as top: "bottom right" lost it
+    assert filter_by_position([icon, top], "bottom right", 1080, 2340) == []
+    assert filter_by_position([icon, top], "bottom right", 1080, 2340, drawn_rows(bgr)) == [icon]
+    assert filter_by_position([icon, top], "top right", 1080, 2340, drawn_rows(bgr)) == [top]
+    # a frame the app fills, or a thin dark strip, keeps every row
+    full = np.full((1920, 1080, 3), 250, dtype=np.uint8)
+    full[1880:] = 0  # 40 px: a navigation bar's worth, not a band
+    assert drawn_rows(full) == (0, 1920)
+    assert drawn_rows(np.zeros((960, 540, 3), dtype=np.uint8)) == (0, 960)

@@ -8,7 +8,7 @@ import pytest
 
 from models.detector import OpenCvProposer, Proposal
 from models.grounding import Ambiguous, Grounded, NotFound, Perception, ground_icon_in
-from models.icons import MaterialIconMatcher, load_codepoints
+from models.icons import IconScores, MaterialIconMatcher, load_codepoints
 from tests.fixtures.data import RicoDev
 from tests.models.conftest import Screen, inside, read_bgr
 
@@ -146,3 +146,88 @@ def test_matcher_on_rico_descriptions(rico_dev: RicoDev, matcher: MaterialIconMa
           f"ambiguous {marked} (right one marked in {marked_right})")
     assert queries >= 20
     assert right >= 10 and right >= 4 * wrong
+
+
+@pytest.fixture(scope="module")
+def back_arrow_screen() -> tuple[Screen, tuple[float, float, float, float]]:
+    """An app bar whose only icon is the back arrow, over a list of text rows: the screen on
+    which an episode's `Click icon (thumb up, left)` once grounded the arrow at 0.936."""
+    s = Screen()
+    s.draw.rectangle((0, 0, 1080, 72), fill=(25, 118, 210))  # status bar
+    s.draw.rectangle((0, 72, 1080, 240), fill=(33, 150, 243))
+    arrow = s.icon((36, 120), "\ue5c4", fill=(255, 255, 255))
+    s.text((170, 126), "Comments", size=56, fill=(255, 255, 255))
+    for k, line in enumerate(("Great article, thanks", "I disagree with the second point",
+                              "Where can I read more?", "Shared it with my team")):
+        s.text((60, 320 + 180 * k), line, size=44)
+        s.text((60, 380 + 180 * k), f"{k + 2} hours ago", size=34, fill=(120, 120, 120))
+    return s, arrow
+
+
+@pytest.mark.parametrize("description", ["thumb up", "thumbs up", "like", "delete", "share"])
+def test_a_lone_unrelated_icon_is_not_grounded(matcher: MaterialIconMatcher, back_arrow_screen:
+        tuple[Screen, tuple[float, float, float, float]], description: str) -> None:
+    screen, arrow = back_arrow_screen
+    bgr = cv2.cvtColor(screen.array(), cv2.COLOR_RGB2BGR)
+    props = OpenCvProposer().detect(bgr)
+    assert any(inside(p.center, arrow) for p in props)  # the arrow is proposed
+    result = ground_icon_in(bgr, props, description, matcher, position="left")
+    assert not isinstance(result, Grounded), result
+
+
+def test_the_lone_icon_that_fits_is_still_grounded(matcher: MaterialIconMatcher, back_arrow_screen:
+        tuple[Screen, tuple[float, float, float, float]]) -> None:
+    screen, arrow = back_arrow_screen
+    bgr = cv2.cvtColor(screen.array(), cv2.COLOR_RGB2BGR)
+    props = OpenCvProposer().detect(bgr)
+    for description in ("navigate up", "back", "arrow back"):
+        result = ground_icon_in(bgr, props, description, matcher, position="top left")
+        assert isinstance(result, Grounded) and inside(result.point, arrow, slack=6), result
+    # and a thumb up drawn where the arrow was is grounded as one
+    thumb = Screen()
+    thumb.image.paste(screen.image)
+    thumb.draw.rectangle((0, 72, 160, 240), fill=(33, 150, 243))
+    box = thumb.icon((36, 120), "\ue8dc", fill=(255, 255, 255))
+    bgr = cv2.cvtColor(thumb.array(), cv2.COLOR_RGB2BGR)
+    result = ground_icon_in(bgr, OpenCvProposer().detect(bgr), "thumb up", matcher,
+                            position="left")
+    assert isinstance(result, Grounded) and inside(result.point, box, slack=6), result
+
+
+def test_the_unrelated_descriptions_decide(matcher: MaterialIconMatcher, back_arrow_screen:
+        tuple[Screen, tuple[float, float, float, float]]) -> None:
+    """The arrow's crop, judged for "remove" (a minus bar, which it resembles at 0.63),
+    correlates more with another icon of the font, arrow_back: a negative margin, and the
+    rival is named for the reason."""
+    screen, arrow = back_arrow_screen
+    bgr = cv2.cvtColor(screen.array(), cv2.COLOR_RGB2BGR)
+    pad = (arrow[0] - 8, arrow[1] - 8, arrow[2] + 8, arrow[3] + 8)
+    judged = matcher.judge(bgr, [pad], "remove")
+    assert judged is not None and judged.margins is not None and judged.rivals is not None
+    assert judged.scores[0] > 0.55 and judged.margins[0] < 0, judged
+    assert judged.rivals[0] == "arrow back", judged
+    thumb = matcher.judge(bgr, [pad], "thumb up")
+    assert thumb is not None and thumb.margins is not None and thumb.margins[0] < 0, thumb
+    fits = matcher.judge(bgr, [pad], "navigate up")
+    assert fits is not None and fits.margins is not None and fits.margins[0] > 0.05, fits
+
+
+class _Fixed:
+    """A matcher with fixed answers: the pick rule alone, without any drawing."""
+
+    def __init__(self, scores: list[float], margins: list[float] | None) -> None:
+        self.scores, self.margins = scores, margins
+
+    def judge(self, bgr: np.ndarray, boxes: object, description: str) -> IconScores:
+        return IconScores(scores=self.scores, margins=self.margins,
+                          rivals=["arrow back"] * len(self.scores) if self.margins else None)
+
+
+def test_a_confident_score_needs_its_margin_over_the_rivals() -> None:
+    frame = np.full((1920, 1080, 3), 255, dtype=np.uint8)
+    props = [Proposal(box=(20, 150, 120, 250))]
+    lone = ground_icon_in(frame, props, "thumb up", _Fixed([0.94], [0.01]))
+    assert isinstance(lone, Ambiguous) and "'arrow back'" in lone.reason
+    assert isinstance(ground_icon_in(frame, props, "thumb up", _Fixed([0.94], [0.2])), Grounded)
+    # a matcher without rivals (margins None) keeps the score-and-margin rule
+    assert isinstance(ground_icon_in(frame, props, "thumb up", _Fixed([0.94], None)), Grounded)
