@@ -529,8 +529,11 @@ def ground_text_in(ocr: OcrResult, rgb: np.ndarray | None, query: str,
     lines: Sequence[OcrLine] = ocr.lines
     if position:
         (x0, x1), (y0, y1) = position_region(position)
+        # Halves of what the app draws, as for icons (`drawn_rows`); without the frame, of it all.
+        top, bottom = drawn_rows(rgb) if rgb is not None else (0, ocr.height)
+        tall = max(1, bottom - top)
         lines = [ln for ln in lines if x0 <= ln.center[0] / max(1, ocr.width) <= x1
-                 and y0 <= ln.center[1] / max(1, ocr.height) <= y1]
+                 and y0 <= (ln.center[1] - top) / tall <= y1]
     matches, closest = match_text(lines, query, s)
     if not matches:
         reason = "no text on screen" if not ocr.lines else "no text on screen matches"

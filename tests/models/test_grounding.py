@@ -464,3 +464,15 @@ def test_several_word_matches_put_the_shortest_line_first_and_say_so() -> None:
     assert isinstance(result, Ambiguous) and result.method == "word"
     assert [c.label for c in result.candidates] == ["+ Add", "Click on top right + to add a list"]
     assert "shortest line holding it first" in result.reason
+
+
+def test_text_positions_are_halves_of_what_the_app_draws() -> None:
+    # A 1080x2340 capture of an app drawn 1920 high (the rest black): a label at y 1100 is
+    # in the app's bottom half, though in the frame's top half.
+    rgb = np.zeros((2340, 1080, 3), dtype=np.uint8)
+    rgb[:1920] = 250
+    ocr = OcrResult(width=1080, height=2340, lines=(line("Save", (100, 1080, 220, 1120)),))
+    assert isinstance(ground_text_in(ocr, rgb, "Save", position="bottom"), Grounded)
+    assert isinstance(ground_text_in(ocr, rgb, "Save", position="top"), NotFound)
+    # without the frame the halves are the frame's
+    assert isinstance(ground_text_in(ocr, None, "Save", position="top"), Grounded)
