@@ -60,6 +60,7 @@ from bench.mosquitto import MOSQUITTO, MosquittoBroker, free_port
 from bench.openai_loopback import Behaviour, RecordedRequest, planner_reply
 from models.llm.react import CHOOSER_SYSTEM, COMPLETION_SYSTEM, JUDGE_SYSTEM, PROGRESS_SYSTEM
 from protocol.operations import format_operation
+from runtime.memory import bound_malloc
 
 # ---------------------------------------------------------------- the stand-in model
 
@@ -473,6 +474,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="share of model answers of each failure kind (500, 429, slow, timeout)")
     p.add_argument("--llm-delay", type=float, default=0.5, help="the stand-in's think time, s")
     p.add_argument("--llm-timeout", type=float, default=6.0, help="llm.timeout_s")
+    p.add_argument("--malloc-default", action="store_true",
+                   help="keep glibc's malloc defaults (runtime/memory.py: they let RSS grow)")
     p.add_argument("--tracemalloc", action="store_true",
                    help="trace Python allocations (slower): the sites that grew most between "
                         "the end of the first minute and the end go in the report")
@@ -481,6 +484,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    malloc_bounded = False if args.malloc_default else bound_malloc()  # as `mobagent` does
     if (not 1 <= args.phones <= 32 or args.minutes <= 0 or not 0 <= args.faults <= 0.25
             or args.phone_seed < 0 or not 1 <= args.workers <= 8 or args.resend_s <= 0
             or min(args.broker_restarts, args.broker_kills, args.phone_drops,
@@ -537,6 +541,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             result["leftover_thread_where"] = [where(t) for t in busy][:20]
             result["idle_worker_threads"] = len(idle)
             result["broker_starts"] = broker.starts
+            result["malloc_bounded"] = malloc_bounded
     finally:
         for w in workers:
             w.stop()
