@@ -536,6 +536,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             result = anyio.run(soak, args, adb_port, broker, srv.base_url, model, fleet,
                                workers)
             phones = {f"sim-adb-{m.phone.info.serial}" for m in fleet}  # the bench's, restarted
+            phones |= {f"{w.name}-reader" for w in workers}  # the bench's worker processes
             left = [t for t in leftover_threads(threads_before) if t.name not in phones]
             # A pool thread waiting for work (anyio's worker, asyncio's executor) is idle: the
             # phones' servers' own loops keep theirs, while this loop's are stopped when it

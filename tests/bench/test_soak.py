@@ -86,5 +86,6 @@ def test_a_brief_soak_loses_nothing_and_runs_nothing_twice(tmp_path: Path) -> No
     assert out["leftover_threads"] == 0, out["leftover_thread_where"]
     assert sum(out["outcomes"].values()) == out["finished"]
     for key in ("su", "unacknowledged", "rss_peak_first_minute_mb", "rss_peak_last_minute_mb",
-                "model_answers", "elapsed_s", "resent", "lost_near_broker_kill"):
+                "model_answers", "elapsed_s", "resent", "lost_near_broker_kill",
+                "rss_growth_from_second_minute"):
         assert key in out
