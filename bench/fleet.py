@@ -22,11 +22,14 @@ LLM time and the settle wait. It adds per N: perception CPU seconds per step (p5
 the CPU time of perception's worker threads, attributed to the phone's next step), OCR
 reads per step (whole frame, changed bands only, unchanged frame, frame already read),
 grounding latency (p50, p95, at the perception service) and SU; and the tasks whose SU
-differs from N = 1. ``--levers none,lazy,priority,both`` runs each N once per perception
-lever variant, side by side (``priority``, the default and the agent's: the speculative read
-at low priority in perception's pool; ``lazy``: ``agent.lazy_ocr`` on, the pool one FIFO
-queue; ``both``; ``none``: neither, as before the levers); the rows and the last line's keys
-are then ``VARIANT/N``, each variant's ratio against its own N = 1.
+differs from N = 1. ``--levers default,none,lazy,priority,both,cache,lazy+cache`` runs each
+N once per perception lever variant, side by side (``default``: the agent's defaults, the
+speculative read at low priority and the OCR line cache on; ``priority``: the low priority
+alone; ``lazy``: ``agent.lazy_ocr`` on, the pool one FIFO queue; ``both``: lazy and priority;
+``cache``: the line cache alone (``perception.ocr.rec_cache``); ``lazy+cache``: all three;
+``none``: none, as before the levers); the rows and the last line's keys are then
+``VARIANT/N``, each variant's ratio against its own N = 1. The models are loaded and run
+once before the clock starts (a one-off per process, not a step's cost).
 
 ``--loop agent`` (the default) runs the agent loop: ``actors.episode.DeviceAgent`` per phone
 under the fleet, its capture, actuator and reflector requests answered by the host's agent
@@ -126,11 +129,17 @@ class RunStats:
     speculation_dropped: int = 0  # queued reads given up: a newer frame, a plan needing no text
     ground_overflows: int = 0  # groundings that started beside a speculative read
     levers: str = ""  # mobile-eval: the --levers variant this run is
+    rec_lines: int = 0  # text lines the recogniser was asked for
+    rec_reused: int = 0  # of them, answered from its crop cache (perception.ocr.rec_cache)
 
 
-# --levers: the perception levers each variant runs with (agent.lazy_ocr, speculation priority)
-LEVERS = {"priority": (False, True), "none": (False, False), "lazy": (True, False),
-          "both": (True, True)}  # "priority" is the agent's default
+# --levers: the perception levers each variant runs with (agent.lazy_ocr, speculation
+# priority, perception.ocr.rec_cache on); "default" is the agent's defaults
+LEVER_KEYS = ("lazy_ocr", "speculation_priority", "rec_cache")
+LEVERS = {"default": (False, True, True), "priority": (False, True, False),
+          "none": (False, False, False), "lazy": (True, False, False),
+          "both": (True, True, False), "cache": (False, False, True),
+          "lazy+cache": (True, True, True)}
 
 
 class TimedDevice:
@@ -594,7 +603,7 @@ async def run_n_eval(n: int, args: argparse.Namespace, adb_port: int, llm_url: s
     from sim.fleet import SimFleet
 
     stats = RunStats(n, levers=levers)
-    lazy, priority = LEVERS[levers]
+    lazy, priority, rec_cache = LEVERS[levers]
     tasks = [cls(args.seed) for cls in select_tasks(args.tasks)]
     fleet_sim = await anyio.to_thread.run_sync(lambda: SimFleet(
         n, seed=args.seed, profile="realistic", adb_port=adb_port).start())
@@ -604,8 +613,10 @@ async def run_n_eval(n: int, args: argparse.Namespace, adb_port: int, llm_url: s
                              speculative_ocr=not args.no_speculation, lazy_ocr=lazy,
                              perception_workers=args.perception_workers)
     perception = PerceptionActor(settings=PerceptionSettings(
-        ocr=OcrSettings(threads=args.ocr_threads)), workers=args.perception_workers,
-        speculation_priority=priority)
+        ocr=OcrSettings(threads=args.ocr_threads, rec_cache=4096 if rec_cache else 0)),
+        workers=args.perception_workers, speculation_priority=priority)
+    # the models load once per host (about a second), not per step: before the clock starts
+    await anyio.to_thread.run_sync(perception.perception.warm)
     llm_client = LLMClient(LLMSettings(
         base_url=llm_url, api_key="bench-key",
         models=RoleModels(planner="bench", chooser="bench", reflector="bench"),
@@ -666,6 +677,8 @@ async def run_n_eval(n: int, args: argparse.Namespace, adb_port: int, llm_url: s
 
             tg.start_soon(collect)
             runs0 = dict(perception.perception.ocr_runs)
+            engine = perception.perception.ocr_engine
+            rec0 = (engine.rec_lines, engine.rec_reused)
             cpu0, t0 = time.process_time(), time.perf_counter()
             async with anyio.create_task_group() as phones:
                 for i, serial in enumerate(serials):
@@ -676,6 +689,8 @@ async def run_n_eval(n: int, args: argparse.Namespace, adb_port: int, llm_url: s
             for (dev, kind), count in dict(perception.perception.ocr_runs).items():
                 stats.ocr_runs[kind] = stats.ocr_runs.get(kind, 0) + count - runs0.get(
                     (dev, kind), 0)
+            stats.rec_lines = engine.rec_lines - rec0[0]
+            stats.rec_reused = engine.rec_reused - rec0[1]
             stats.ground_s = list(perception.meter.ground_s)
             assert services.perception is not None  # the benchmark's perception is local
             stats.speculated = services.perception.speculated
@@ -749,10 +764,12 @@ def main(argv: list[str] | None = None) -> int:
                         "1 lets the bench count all of perception's CPU)")
     p.add_argument("--no-speculation", action="store_true",
                    help="mobile-eval: agent.speculative_ocr off")
-    p.add_argument("--levers", default="priority",
+    p.add_argument("--levers", default="default",
                    help="mobile-eval: perception lever variants, comma-separated, each run at "
-                        "every N (interleaved): priority (the speculative read at low priority: "
-                        "the agent's default), lazy (agent.lazy_ocr, FIFO pool), both, none")
+                        "every N (interleaved): default (the agent's: priority and the line "
+                        "cache), priority (the speculative read at low priority), lazy "
+                        "(agent.lazy_ocr, FIFO pool), both (lazy and priority), cache (the "
+                        "OCR line cache alone), lazy+cache (all three), none")
     p.add_argument("--out", type=Path, default=Path("bench-out/fleet"))
     args = p.parse_args(argv)
     eval_load = args.workload == "mobile-eval"
@@ -886,7 +903,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{label(r):>10} {r['perception_cpu_s_p50']:>12.3f} "
                   f"{r['perception_cpu_s_mean']:>6.3f} {o['full']:>14.2f} {o['band']:>5.2f} "
                   f"{o['unchanged']:>5.2f} {o['cached']:>6.2f} {o['deferred']:>5.2f} "
-                  f"{r['ground_p95_s']:>10.3f} {r['SU']:>5.2f} {r['episodes']:>8}")
+                  f"{r['ground_p95_s']:>10.3f} {r['SU']:>5.2f} {r['episodes']:>8} "
+                  f"lines read {r['rec_lines']}, {r['rec_reused']} from the crop cache")
         for r in results:
             base = next((b for b in results if b["n"] == 1 and b["levers"] == r["levers"]), None)
             if base is not None and r is not base:
@@ -906,8 +924,8 @@ def main(argv: list[str] | None = None) -> int:
                      "episodes_per_phone": args.episodes, "seed": args.seed,
                      "perception_workers": args.perception_workers,
                      "ocr_threads": args.ocr_threads, "speculative_ocr": not args.no_speculation,
-                     "levers": {v: dict(zip(("lazy_ocr", "speculation_priority"), LEVERS[v],
-                                            strict=True)) for v in variants},
+                     "levers": {v: dict(zip(LEVER_KEYS, LEVERS[v], strict=True))
+                                for v in variants},
                      "sim_procs": 0, "stand_in_unmatched_calls": model.unmatched})
     (args.out / "fleet.json").write_text(json.dumps({"meta": meta, "results": results}, indent=2))
     plotted = plot(results, args.out / "fleet.png")
@@ -979,6 +997,7 @@ def summarise(s: RunStats, previous: list[dict[str, Any]]) -> dict[str, Any]:
                                  for st in sorted({e["status"] for e in s.episodes})},
             "speculated": s.speculated, "speculation_skipped": s.speculation_skipped,
             "speculation_dropped": s.speculation_dropped, "ground_overflows": s.ground_overflows,
+            "rec_lines": s.rec_lines, "rec_reused": s.rec_reused,
             "levers": s.levers,
             "episode_results": s.episodes,
         })

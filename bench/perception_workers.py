@@ -76,7 +76,8 @@ class WorkerProcess:
                                      text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
         self.ready = threading.Event()
         self.tail: list[str] = []
-        threading.Thread(target=self._read, daemon=True).start()
+        # named, so that a soak can tell the bench's own reader from what the host left
+        threading.Thread(target=self._read, name=f"{name}-reader", daemon=True).start()
 
     def _read(self) -> None:
         assert self.proc.stdout is not None

@@ -13,8 +13,13 @@ What runs, all real but the model:
   through the test API) and counts starts and finishes per (instruction_id, episode_id) from the
   device events;
 - faults at seeded times: the broker stopped with SIGTERM and started again after a few
-  seconds; a phone whose ADB transport drops every connection, then comes back
-  (``fleet.restart``).
+  seconds (``--broker-restarts``), or SIGKILLed, so that it loses what it had not saved
+  (``--broker-kills``); a phone whose ADB transport drops every connection, then comes back
+  (``fleet.restart``); with ``--perception remote`` the host runs no perception and
+  ``--workers`` ``mobagent perceive`` processes serve it, ``--worker-kills`` of them
+  SIGKILLed mid-run and started again (the host re-sends what a dead worker held);
+- the client's side of the contract: an instruction whose episode has not started after
+  ``--resend-s`` is sent again with its id (the host drops a copy it has seen).
 
 After ``--minutes`` no new instruction is sent; the outstanding ones are waited for (each at
 most 20 s per step of its budget, plus a minute: past that it counts as lost), then the host is
@@ -35,12 +40,14 @@ import json
 import os
 import random
 import re
+import signal
 import subprocess
 import sys
 import tempfile
 import threading
 import time
 import traceback
+import tracemalloc
 from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -53,6 +60,7 @@ from bench.mosquitto import MOSQUITTO, MosquittoBroker, free_port
 from bench.openai_loopback import Behaviour, RecordedRequest, planner_reply
 from models.llm.react import CHOOSER_SYSTEM, COMPLETION_SYSTEM, JUDGE_SYSTEM, PROGRESS_SYSTEM
 from protocol.operations import format_operation
+from runtime.memory import bound_malloc
 
 # ---------------------------------------------------------------- the stand-in model
 
@@ -178,6 +186,9 @@ class Book:
     succeeded_su: int = 0  # finished and the task checks out on the phone
     misses: dict[str, str] = field(default_factory=dict)  # succeeded, check fails: id -> task
     checked: int = 0
+    resent: int = 0  # instructions sent again (same id): no EpisodeStarted within --resend-s
+    resends: dict[str, int] = field(default_factory=dict)
+    sent_at: dict[str, float] = field(default_factory=dict)  # instruction id -> first send, s
     changed: anyio.Event = field(default_factory=anyio.Event)
 
     def finished_ids(self) -> set[str]:
@@ -200,10 +211,14 @@ def rss_mb() -> float:
 
 
 async def soak(args: argparse.Namespace, adb_port: int, broker: MosquittoBroker,
-               base_url: str, model: StandInModel, fleet: Any) -> dict[str, Any]:
+               base_url: str, model: StandInModel, fleet: Any,
+               workers: list[Any]) -> dict[str, Any]:
+    """``workers``: the ``mobagent perceive`` processes (``--perception remote``), restarted
+    in place when the chaos kills one."""
     import msgspec
 
     from actors.config import load_agent_config
+    from bench.perception_workers import WorkerProcess
     from host.serve import serve_agents
     from protocol.messages import CODEC, EpisodeFinished, EpisodeStarted, Instruction
     from runtime import topics
@@ -215,7 +230,9 @@ async def soak(args: argparse.Namespace, adb_port: int, broker: MosquittoBroker,
         f"bus.url={broker.url}", f"llm.base_url={base_url}", "llm.api_key=soak-stand-in",
         f"llm.timeout_s={args.llm_timeout}", "llm.requests_per_minute=6000",
         f"llm.max_concurrent={max(4, args.phones)}", f"fleet.adb_port={adb_port}",
-        "agent.settle_s=0.1", "log.level=error"])
+        "agent.settle_s=0.1", "log.level=error",
+        *(["agent.perception=remote", "agent.perception_resend_s=5"]
+          if args.perception == "remote" else [])])
     cfg = msgspec.structs.replace(cfg, fleet=msgspec.structs.replace(
         cfg.fleet, serials=list(fleet.serials)))
     rng = random.Random(f"soak/{args.seed}")
@@ -226,9 +243,14 @@ async def soak(args: argparse.Namespace, adb_port: int, broker: MosquittoBroker,
     deadline = t0 + args.minutes * 60
     pool = [t for t in TASKS if t.tier in (1, 2)]
 
+    snapshots: dict[str, Any] = {}
+
     async def sample_rss() -> None:
         while True:
             rss.append((time.monotonic() - t0, rss_mb()))
+            if (args.tracemalloc and "minute_1" not in snapshots
+                    and time.monotonic() - t0 >= 60):
+                snapshots["minute_1"] = tracemalloc.take_snapshot()
             await anyio.sleep(1.0)
 
     async def pump(bus: Bus) -> None:
@@ -263,19 +285,31 @@ async def soak(args: argparse.Namespace, adb_port: int, broker: MosquittoBroker,
                 task = pick(serial)
             await anyio.to_thread.run_sync(task.setup, phone)
             iid = f"soak-{index:02d}-{k:04d}"
+            instruction = Instruction(id=iid, text=task.instruction, max_steps=task.step_budget)
             try:
                 with anyio.fail_after(cfg.bus.publish_timeout_s + 5):
-                    await bus.publish(topics.device_instructions(serial), Instruction(
-                        id=iid, text=task.instruction, max_steps=task.step_budget))
+                    await bus.publish(topics.device_instructions(serial), instruction)
             except Exception:  # not acknowledged: never counted as sent
                 book.unacknowledged += 1
                 await anyio.sleep(1.0)
                 continue
             book.sent.append(iid)
+            book.sent_at[iid] = time.monotonic() - t0
             budget = task.step_budget * 20 + 60
             with anyio.move_on_after(budget):
                 while iid not in book.finished_ids():
-                    await book.changed.wait()
+                    with anyio.move_on_after(args.resend_s):
+                        await book.changed.wait()
+                    # The client's side of the contract (docs/fleet.md): an instruction
+                    # whose episode has not started is sent again with its id (a broker
+                    # SIGKILLed with it unsaved lost it; the host drops a copy it has seen).
+                    if (iid not in book.started and iid not in book.finished_ids()
+                            and time.monotonic() - t0 - book.sent_at[iid]
+                            >= args.resend_s * (book.resends.get(iid, 0) + 1)):
+                        with anyio.move_on_after(cfg.bus.publish_timeout_s + 5):
+                            await bus.publish(topics.device_instructions(serial), instruction)
+                            book.resent += 1
+                            book.resends[iid] = book.resends.get(iid, 0) + 1
             if iid in book.finished_ids():
                 book.checked += 1
                 ok = await anyio.to_thread.run_sync(task.is_successful, phone)
@@ -285,8 +319,11 @@ async def soak(args: argparse.Namespace, adb_port: int, broker: MosquittoBroker,
 
     async def chaos() -> None:
         span = max(args.minutes * 60 - 10, 5)
+        kills = args.worker_kills if workers else 0
         plan = sorted([("broker", rng.uniform(5, span)) for _ in range(args.broker_restarts)]
-                      + [("phone", rng.uniform(5, span)) for _ in range(args.phone_drops)],
+                      + [("broker_kill", rng.uniform(5, span)) for _ in range(args.broker_kills)]
+                      + [("phone", rng.uniform(5, span)) for _ in range(args.phone_drops)]
+                      + [("worker", rng.uniform(5, span)) for _ in range(kills)],
                       key=lambda p: p[1])
         for kind, at in plan:
             await anyio.sleep(max(0.0, t0 + at - time.monotonic()))
@@ -295,6 +332,18 @@ async def soak(args: argparse.Namespace, adb_port: int, broker: MosquittoBroker,
             if kind == "broker":
                 await anyio.to_thread.run_sync(functools.partial(broker.restart, down_s=down))
                 faults.append({"kind": "broker_restart", "at_s": at_s, "down_s": down})
+            elif kind == "broker_kill":  # no save on the way down: what was unsaved is gone
+                await anyio.to_thread.run_sync(functools.partial(
+                    broker.restart, sig=signal.SIGKILL, down_s=down))
+                faults.append({"kind": "broker_kill", "at_s": at_s, "down_s": down})
+            elif kind == "worker":  # SIGKILL mid-run; the hosts re-send what it held
+                i = rng.randrange(len(workers))
+                await anyio.to_thread.run_sync(workers[i].kill)
+                await anyio.sleep(down)
+                workers[i] = WorkerProcess(broker.url, f"perceive-{i}")
+                await workers[i].wait_ready()
+                faults.append({"kind": "worker_kill", "worker": i, "at_s": at_s,
+                               "down_s": down})
             else:
                 serial = rng.choice(fleet.serials)
                 phone = fleet.phone(serial)
@@ -324,12 +373,16 @@ async def soak(args: argparse.Namespace, adb_port: int, broker: MosquittoBroker,
         outer.cancel_scope.cancel()
     me = asyncio.current_task()
     left = [t for t in asyncio.all_tasks() if t is not me and not t.done()]
+    grown = (grown_since(snapshots["minute_1"], tracemalloc.take_snapshot())
+             if args.tracemalloc and "minute_1" in snapshots else [])
     elapsed = time.monotonic() - t0
     first = [m for t, m in rss if t <= 60] or [0.0]
+    second = [m for t, m in rss if 60 < t <= 120] or [0.0]
     last = [m for t, m in rss if t >= rss[-1][0] - 60] if rss else [0.0]
     sent = set(book.sent)
     finished = book.finished_ids()
     lost = sorted(sent - finished)
+    kills = [f["at_s"] for f in faults if f["kind"] == "broker_kill"]
     twice = sorted(i for i in sent if len(book.started.get(i, ())) > 1
                    or len({e for j, e in book.finished if j == i}) > 1)
     outcomes = Counter(book.outcomes[i] for i in sent & finished)
@@ -339,6 +392,12 @@ async def soak(args: argparse.Namespace, adb_port: int, broker: MosquittoBroker,
         "elapsed_s": round(elapsed, 1),
         "sent": len(sent), "unacknowledged": book.unacknowledged,
         "finished": len(sent & finished), "lost": len(lost), "lost_ids": lost[:20],
+        # lost, but sent in the 60 s before a broker SIGKILL (what it had not saved), and
+        # lost after their episode started (its outcome event is what went missing)
+        "lost_near_broker_kill": sum(1 for i in lost if any(
+            0 <= k - book.sent_at.get(i, -1e9) <= 60 for k in kills)),
+        "lost_started": sum(1 for i in lost if i in book.started),
+        "resent": book.resent, "perception": args.perception,
         "twice": len(twice), "twice_ids": twice[:20],
         "outcomes": dict(outcomes), "not_succeeded": dict(sorted(book.reasons.items())[:20]),
         "succeeded_but_check_failed": dict(sorted(book.misses.items())[:20]),
@@ -352,7 +411,26 @@ async def soak(args: argparse.Namespace, adb_port: int, broker: MosquittoBroker,
                            for k in range(int(rss[-1][0] // 30) + 1)
                            if any(k * 30 <= t < (k + 1) * 30 for t, _ in rss)] if rss else [],
         "rss_growth": round(max(last) / max(first) - 1, 3) if max(first) else None,
+        # from the second minute's peak: the caches (onnxruntime's per-shape buffers, the
+        # per-frame LRUs) take about 90 s to fill, so the first minute's peak is before them
+        "rss_peak_second_minute_mb": round(max(second), 1),
+        "rss_growth_from_second_minute": round(max(last) / max(second) - 1, 3)
+        if max(second) else None,
+        "tracemalloc_growth_top": grown,
     }
+
+
+def grown_since(before: tracemalloc.Snapshot, after: tracemalloc.Snapshot,
+                top: int = 15) -> list[dict[str, Any]]:
+    """The Python allocation sites that grew most between two snapshots (by line), to tell
+    a leak (a site that keeps growing with the run's length) from caches filling up."""
+    ignore = [tracemalloc.Filter(False, tracemalloc.__file__),
+              tracemalloc.Filter(False, "<frozen importlib._bootstrap*>")]
+    stats = after.filter_traces(ignore).compare_to(before.filter_traces(ignore), "lineno")
+    return [{"where": f"{Path(s.traceback[0].filename).name}:{s.traceback[0].lineno}",
+             "file": s.traceback[0].filename.split("site-packages/")[-1][-80:],
+             "kb": round(s.size_diff / 1024, 1), "count": s.count_diff}
+            for s in stats[:top] if s.size_diff > 0]
 
 
 def leftover_threads(before: set[int | None], grace_s: float = 5.0) -> list[threading.Thread]:
@@ -386,21 +464,39 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--phone-seed", type=int, default=0,
                    help="the phones' seed; not 0 perturbs their screens (themes, layout), which "
                         "the stand-in, following the reference blindly, does not see")
-    p.add_argument("--broker-restarts", type=int, default=2)
+    p.add_argument("--broker-restarts", type=int, default=2, help="SIGTERM, then start again")
+    p.add_argument("--broker-kills", type=int, default=1,
+                   help="SIGKILL, then start again (the broker loses what it had not saved)")
+    p.add_argument("--perception", choices=("local", "remote"), default="local",
+                   help="remote: the host runs none; --workers `mobagent perceive` processes "
+                        "serve it, and --worker-kills of them are SIGKILLed and started again")
+    p.add_argument("--workers", type=int, default=2, help="with --perception remote")
+    p.add_argument("--worker-kills", type=int, default=1, help="with --perception remote")
+    p.add_argument("--resend-s", type=float, default=20.0,
+                   help="the client sends an instruction again (same id) when its episode "
+                        "has not started after this long")
     p.add_argument("--phone-drops", type=int, default=1)
     p.add_argument("--faults", type=float, default=0.03,
                    help="share of model answers of each failure kind (500, 429, slow, timeout)")
     p.add_argument("--llm-delay", type=float, default=0.5, help="the stand-in's think time, s")
     p.add_argument("--llm-timeout", type=float, default=6.0, help="llm.timeout_s")
+    p.add_argument("--malloc-default", action="store_true",
+                   help="keep glibc's malloc defaults (runtime/memory.py: they let RSS grow)")
+    p.add_argument("--tracemalloc", action="store_true",
+                   help="trace Python allocations (slower): the sites that grew most between "
+                        "the end of the first minute and the end go in the report")
     return p
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    malloc_bounded = False if args.malloc_default else bound_malloc()  # as `mobagent` does
     if (not 1 <= args.phones <= 32 or args.minutes <= 0 or not 0 <= args.faults <= 0.25
-            or args.phone_seed < 0):
-        print("bench/soak.py: --phones 1..32, --minutes > 0, --faults 0..0.25, --phone-seed >= 0",
-              file=sys.stderr)
+            or args.phone_seed < 0 or not 1 <= args.workers <= 8 or args.resend_s <= 0
+            or min(args.broker_restarts, args.broker_kills, args.phone_drops,
+                   args.worker_kills) < 0):
+        print("bench/soak.py: --phones 1..32, --minutes > 0, --faults 0..0.25, --phone-seed >= 0, "
+              "--workers 1..8, --resend-s > 0, fault counts >= 0", file=sys.stderr)
         return 2
     if MOSQUITTO is None:
         print("bench/soak.py: mosquitto is not installed (apt-get install mosquitto)",
@@ -423,13 +519,24 @@ def main(argv: Sequence[str] | None = None) -> int:
                              port=free_port())
     model = StandInModel(seed=args.seed, faults=args.faults, delay_s=args.llm_delay,
                          timeout_s=args.llm_timeout)
+    from bench.perception_workers import WorkerProcess
+
+    workers: list[WorkerProcess] = []
     try:
         broker.start()
+        if args.perception == "remote":
+            workers.extend(WorkerProcess(broker.url, f"perceive-{i}") for i in range(args.workers))
+            for w in workers:
+                anyio.run(w.wait_ready)
         with SimFleet(args.phones, seed=args.phone_seed, adb_port=adb_port) as fleet, \
                 OpenAIServer(policy=model.answer, keep_requests=False) as srv:
             threads_before = {t.ident for t in threading.enumerate()}
-            result = anyio.run(soak, args, adb_port, broker, srv.base_url, model, fleet)
+            if args.tracemalloc:
+                tracemalloc.start(1)
+            result = anyio.run(soak, args, adb_port, broker, srv.base_url, model, fleet,
+                               workers)
             phones = {f"sim-adb-{m.phone.info.serial}" for m in fleet}  # the bench's, restarted
+            phones |= {f"{w.name}-reader" for w in workers}  # the bench's worker processes
             left = [t for t in leftover_threads(threads_before) if t.name not in phones]
             # A pool thread waiting for work (anyio's worker, asyncio's executor) is idle: the
             # phones' servers' own loops keep theirs, while this loop's are stopped when it
@@ -441,7 +548,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             result["leftover_thread_where"] = [where(t) for t in busy][:20]
             result["idle_worker_threads"] = len(idle)
             result["broker_starts"] = broker.starts
+            result["malloc_bounded"] = malloc_bounded
     finally:
+        for w in workers:
+            w.stop()
         broker.stop()
         adb = find_adb()
         if adb:

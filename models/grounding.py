@@ -757,6 +757,17 @@ class Perception:
                 self._matcher_ready = True
             return self._matcher
 
+    def warm(self, size: tuple[int, int] = (1080, 1920)) -> None:
+        """Load the OCR models and run them once on a made-up ``size`` (w, h) frame: loading
+        costs about a second and onnxruntime's first runs cost more than later ones, once
+        per process, not per frame. Nothing is cached by frame or counted as a read."""
+        w, h = size
+        bgr = np.full((h, w, 3), 255, np.uint8)
+        for i in range(4):
+            cv2.putText(bgr, f"Warm up line {i}", (40, h // 5 * (i + 1)),
+                        cv2.FONT_HERSHEY_SIMPLEX, 1.5, (0, 0, 0), 3)
+        self.ocr_engine.run_bgr(bgr)
+
     def _providers_for(self, own: Sequence[str]) -> list[str]:
         """A model's own providers (``perception.ocr.providers``, ...) when it has them,
         else perception's."""

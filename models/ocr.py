@@ -13,6 +13,7 @@ We drive the detector and recogniser ourselves instead of calling `RapidOCR()`:
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import threading
 import time
@@ -159,6 +160,10 @@ class OcrSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
     skip_top_frac: float = 0.0375
     skip_bottom_frac: float = 0.0  # share skipped at the bottom (a 48 dp nav bar: ~0.065)
     char_boxes: bool = True
+    # Lines read before, by their crop's exact pixels: a line that is pixel for pixel one
+    # already recognised (a keyboard, a toolbar, a list row again) is not read again. Up to
+    # this many lines per engine; 0: off.
+    rec_cache: int = 4096
     # onnxruntime providers for OCR alone; empty: perception.providers (models/providers.py)
     providers: tuple[str, ...] = ()
     threads: int = 0  # intra-op threads; 0 = onnxruntime's default
@@ -338,6 +343,11 @@ class Ocr:
         self._cls = engine.text_cls
         self._rec = engine.text_rec
         self._engine = engine
+        # crop digest -> the recogniser's answer for it (text, score, CTC columns)
+        self._rec_seen: LRUCache[bytes, Any] = LRUCache(max(1, s.rec_cache))
+        self._rec_lock = threading.Lock()
+        self.rec_lines = 0  # lines recognised (for meters: how much the crop cache saved)
+        self.rec_reused = 0  # lines answered from the crop cache
         self._det_mean = np.asarray(engine.text_det.mean, dtype=np.float32) * 255
         self._det_inv_std = 1 / (np.asarray(engine.text_det.std, dtype=np.float32) * 255)
 
@@ -383,9 +393,7 @@ class Ocr:
         if not quads:
             return []
         crops = self._engine.get_crop_img_list(bgr, quads)
-        if self.settings.use_cls:
-            crops, _cls, _t = self._cls(crops)
-        rec = self._recognize_crops(crops)
+        rec = self._recognize_cached(bgr, quads, crops)
         lines = []
         for quad, res in zip(quads, rec, strict=True):
             text, score = str(res[0]), float(res[1])
@@ -399,6 +407,37 @@ class Ocr:
             corners = tuple((float(x), float(y)) for x, y in quad)
             lines.append(OcrLine(text=text, score=score, box=box, quad=corners, char_boxes=chars))
         return lines
+
+    def _recognize_cached(self, bgr: np.ndarray, quads: list[np.ndarray],
+                          crops: list[np.ndarray]) -> list[Any]:
+        """The recogniser's answer for each crop; a line whose ink is pixel for pixel that of
+        one read before (``rec_cache``) takes that answer. The same pixels read the same,
+        and the answer's char columns are relative to the crop, so they map onto the new
+        quad (to within the detector's jitter of a pixel or two)."""
+        if self.settings.rec_cache <= 0:
+            with self._rec_lock:
+                self.rec_lines += len(crops)
+            return self._classify_and_recognize(crops)
+        keys = [_ink_key(bgr, q) for q in quads]
+        with self._rec_lock:
+            out: list[Any] = [self._rec_seen.get(k) for k in keys]
+        todo = [i for i, got in enumerate(out) if got is None]
+        if todo:
+            for i, res in zip(todo, self._classify_and_recognize([crops[i] for i in todo]),
+                              strict=True):
+                out[i] = res
+            with self._rec_lock:
+                for i in todo:
+                    self._rec_seen[keys[i]] = out[i]
+        with self._rec_lock:
+            self.rec_lines += len(crops)
+            self.rec_reused += len(crops) - len(todo)
+        return out
+
+    def _classify_and_recognize(self, crops: list[np.ndarray]) -> list[Any]:
+        if self.settings.use_cls:
+            crops, _cls, _t = self._cls(crops)
+        return self._recognize_crops(crops)
 
     def _recognize_crops(self, crops: list[np.ndarray]) -> list[Any]:
         """rapidocr's recogniser on lines grouped by read height (`rec_height_tall`), each
@@ -495,6 +534,35 @@ def plan_batches(widths: list[int], max_area: int) -> list[range]:
         groups.append(range(cut[i], i))
         i = cut[i]
     return groups[::-1]
+
+
+INK_PAD_PX = 3  # the detector's box of one line moves by a pixel or two between frames
+INK_DIFF = 48  # a channel this far from the background is ink
+
+
+def _ink_key(bgr: np.ndarray, quad: np.ndarray) -> bytes:
+    """A digest of a text line's ink: the pixels of the tightest box around what differs
+    from the background near the line's quad. The detector's quads of one line jitter by a
+    pixel or two with the rest of the screen (so the crop's own pixels rarely repeat), while
+    the ink does not; a line drawn again with the same pixels, in another place too (a
+    scroll, a keyboard shown again), has the same key."""
+    h, w = bgr.shape[:2]
+    x0 = max(0, int(np.floor(quad[:, 0].min())) - INK_PAD_PX)
+    y0 = max(0, int(np.floor(quad[:, 1].min())) - INK_PAD_PX)
+    x1 = min(w, int(np.ceil(quad[:, 0].max())) + INK_PAD_PX)
+    y1 = min(h, int(np.ceil(quad[:, 1].max())) + INK_PAD_PX)
+    region = bgr[y0:y1, x0:x1]
+    if region.size:
+        # the background: the commonest of the four corners
+        corners = [tuple(region[0, 0]), tuple(region[0, -1]), tuple(region[-1, 0]),
+                   tuple(region[-1, -1])]
+        bg = np.asarray(max(set(corners), key=corners.count), dtype=np.int16)
+        ink = (np.abs(region.astype(np.int16) - bg) > INK_DIFF).any(axis=2)
+        rows, cols = np.flatnonzero(ink.any(axis=1)), np.flatnonzero(ink.any(axis=0))
+        if rows.size:
+            region = region[rows[0]:rows[-1] + 1, cols[0]:cols[-1] + 1]
+    return hashlib.blake2b(str(region.shape).encode() + np.ascontiguousarray(region).tobytes(),
+                           digest_size=16).digest()
 
 
 def _char_boxes(quad: np.ndarray, text: str, word_info: Any) -> tuple[Box, ...]:

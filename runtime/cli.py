@@ -34,6 +34,7 @@ from runtime.config import (
     secret_values,
 )
 from runtime.log import configure_logging
+from runtime.memory import bound_malloc
 
 log = structlog.get_logger(__name__)
 
@@ -201,6 +202,7 @@ def _load_plugins(sub: SubParsers[argparse.ArgumentParser]) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    bound_malloc()  # before the threads and buffers: a long-running host's RSS stays flat
     parser = build_parser()
     args = parser.parse_args(argv)
     try:

@@ -68,6 +68,7 @@ def test_a_mobile_eval_run_on_one_phone_with_the_levers_off_and_on(tmp_path: Pat
     for res in results:
         assert res["errors"] == 0 and res["episodes"] == 1 and res["groundings"] >= 1
         runs[res["levers"]] = res["ocr_runs_per_step"]
+        assert res["rec_lines"] >= res["rec_reused"] >= 0
     assert set(runs["both"]) == {"full", "band", "unchanged", "cached", "deferred"}
     # lazy OCR: the whole-frame reads of steps that click no text are left undone
     assert runs["none"]["full"] > 0 and runs["none"]["deferred"] == 0

@@ -1,5 +1,6 @@
-"""bench/soak.py: the stand-in model's answers, and one brief soak with a broker restart and a
-phone that drops and returns (nothing lost, nothing run twice, nothing left running)."""
+"""bench/soak.py: the stand-in model's answers, and one brief soak with a broker restart, a
+broker SIGKILL, a phone that drops and returns and a perception worker SIGKILLed (nothing
+lost, nothing run twice, nothing left running)."""
 
 from __future__ import annotations
 
@@ -68,8 +69,9 @@ def test_a_share_of_answers_fail_in_each_way() -> None:
 @pytest.mark.skipif(MOSQUITTO is None, reason="mosquitto is not installed")
 def test_a_brief_soak_loses_nothing_and_runs_nothing_twice(tmp_path: Path) -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "bench.soak", "--phones", "2", "--minutes", "0.5",
-         "--broker-restarts", "1", "--phone-drops", "1", "--seed", "3"],
+        [sys.executable, "-m", "bench.soak", "--phones", "2", "--minutes", "0.75",
+         "--broker-restarts", "1", "--broker-kills", "1", "--phone-drops", "1", "--seed", "3",
+         "--perception", "remote", "--workers", "2", "--worker-kills", "1"],
         cwd=ROOT, capture_output=True, text=True, timeout=600, check=False)
     lines = done.stdout.strip().splitlines()
     assert lines, done.stderr[-3000:]
@@ -77,11 +79,13 @@ def test_a_brief_soak_loses_nothing_and_runs_nothing_twice(tmp_path: Path) -> No
     assert out["lost"] == 0 and out["twice"] == 0, out
     assert done.returncode == 0, done.stderr[-3000:]
     assert out["sent"] >= 2 and out["finished"] == out["sent"]
-    assert sorted(f["kind"] for f in out["faults"]) == ["broker_restart", "phone_drop"]
-    assert out["broker_starts"] == 2
+    assert sorted(f["kind"] for f in out["faults"]) == [
+        "broker_kill", "broker_restart", "phone_drop", "worker_kill"]
+    assert out["broker_starts"] == 3 and out["perception"] == "remote"
     assert out["leftover_asyncio_tasks"] == 0, out["leftover_asyncio_task_names"]
     assert out["leftover_threads"] == 0, out["leftover_thread_where"]
     assert sum(out["outcomes"].values()) == out["finished"]
     for key in ("su", "unacknowledged", "rss_peak_first_minute_mb", "rss_peak_last_minute_mb",
-                "model_answers", "elapsed_s"):
+                "model_answers", "elapsed_s", "resent", "lost_near_broker_kill",
+                "rss_growth_from_second_minute"):
         assert key in out

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from PIL import Image
 
 from models.grounding import normalize
 from models.ocr import (
@@ -94,6 +95,43 @@ def test_skipping_the_status_bar(ocr_engine: Ocr) -> None:
     assert inside(contacts.center, s.boxes["Contacts"][0])  # boxes stay in frame coordinates
     no_nav = Ocr(OcrSettings(skip_bottom_frac=0.065)).run(s.image)
     assert "Contacts" in no_nav.texts and "Recents" not in no_nav.texts
+
+
+def test_lines_read_before_come_from_the_crop_cache() -> None:
+    def frame(extra: str = "", dy: int = 0) -> Image.Image:
+        s = Screen()
+        for i, text in enumerate(("Network and internet", "Connected devices", "Battery")):
+            s.text((40, 300 + 160 * i), text, size=52)
+        if extra:
+            s.text((40, 1400 + dy), extra, size=52)
+        return s.image
+
+    cached, plain = Ocr(OcrSettings()), Ocr(OcrSettings(rec_cache=0))
+    first = cached.run(frame())
+    assert cached.rec_reused == 0 and cached.rec_lines == len(first.lines) == 3
+    # a new line far below (a dialog, a keyboard): the three lines above are not read again
+    again = cached.run(frame("Display settings"))
+    fresh = plain.run(frame("Display settings"))
+    assert (cached.rec_reused, cached.rec_lines) == (3, 7)
+    assert plain.rec_reused == 0
+    assert again.texts == fresh.texts and "Display settings" in again.texts
+    for a, b in zip(again.lines, fresh.lines, strict=True):
+        # the line's box is this frame's; char boxes come from the earlier crop's CTC
+        # columns, which may fall one column (8 px of the 48 px high crop) off this crop's
+        assert a.box == b.box and len(a.char_boxes) == len(b.char_boxes)
+        column = (a.box[3] - a.box[1]) * 8 / 48
+        for ca, cb in zip(a.char_boxes, b.char_boxes, strict=True):
+            assert abs((ca[0] + ca[2]) - (cb[0] + cb[2])) / 2 <= 1.5 * column
+    # the same line 100 px lower (a scroll): its ink is the same, so it is not read again,
+    # and its box is where it is now
+    moved = cached.run(frame("Display settings", dy=100))
+    line = next(ln for ln in moved.lines if ln.text == "Display settings")
+    assert line.box[1] > next(ln for ln in again.lines if ln.text == "Display settings").box[1] + 90
+    assert (cached.rec_reused, cached.rec_lines) == (7, 11)
+    # another text there has other ink: it is read
+    other = cached.run(frame("Display sett1ngs"))
+    assert (cached.rec_reused, cached.rec_lines) == (10, 15)
+    assert other.texts == plain.run(frame("Display sett1ngs")).texts
 
 
 def test_incremental_ocr_rereads_only_the_changed_band(ocr_engine: Ocr) -> None:
