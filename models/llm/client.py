@@ -19,6 +19,7 @@ server's error is scrubbed of it before it reaches an exception or a log line.
 from __future__ import annotations
 
 import base64
+import contextvars
 import datetime as dt
 import hashlib
 import io
@@ -28,9 +29,9 @@ import random
 import re
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from contextlib import asynccontextmanager, contextmanager
+from dataclasses import dataclass, field
 from email.utils import parsedate_to_datetime
 from types import TracebackType
 from typing import Annotated, Any, Literal, Protocol
@@ -327,6 +328,10 @@ class LLMBadResponse(LLMError):
     """The server answered 200 with something that is not a usable chat completion."""
 
 
+class LLMCostCapReached(LLMError):
+    """A call was not sent: at its worst cost it would pass the ``CostCap`` in force."""
+
+
 # ---------------------------------------------------------------------------- messages
 
 
@@ -374,6 +379,50 @@ class ChatModel(Protocol):
         self, role: Role, messages: Sequence[ChatMessage], *,
         options: Mapping[str, Any] | None = None,
     ) -> LLMReply: ...
+
+
+# ---------------------------------------------------------------------------- cost cap
+
+
+@dataclass
+class CostCap:
+    """A spending cap for the calls made in one context (the agent's episode:
+    ``agent.max_cost_usd``); set it with ``spending_cap``.
+
+    ``LLMClient.chat`` checks it before each call: the call's worst cost (its prompt as
+    ``models.llm.tokens`` estimates it for ``llm.max_prompt_tokens``, plus the role's whole
+    output-token limit, at the model's ``llm.prices``) added to ``spent_usd`` must stay
+    within ``max_usd``, else ``LLMCostCapReached`` and nothing is sent. A model without a
+    price costs nothing here, as in ``LLMReply.cost_usd``; a role without an output limit
+    counts its prompt only (its output has no bound to count). Each answered call adds its
+    real cost and lands in ``answered`` until the caller ``settle``s it (publishes it).
+    """
+
+    max_usd: float
+    spent_usd: float = 0.0
+    answered: list[LLMReply] = field(default_factory=list)
+
+    def settle(self, replies: Sequence[LLMReply]) -> None:
+        """``replies`` are accounted for by the caller: no longer ``answered``."""
+        self.answered = [a for a in self.answered if not any(a is r for r in replies)]
+
+
+# The cap of the running episode: a context variable, so that every call the episode makes
+# (planner, chooser, judge; re-asks inside the prompt code) is checked without threading
+# it through each prompt function, and episodes of other phones on the same shared client
+# keep their own.
+_COST_CAP: contextvars.ContextVar[CostCap | None] = contextvars.ContextVar(
+    "mobagent_llm_cost_cap", default=None)
+
+
+@contextmanager
+def spending_cap(cap: CostCap | None) -> Iterator[CostCap | None]:
+    """``cap`` in force for the LLM calls made inside the block (None: no cap)."""
+    token = _COST_CAP.set(cap)
+    try:
+        yield cap
+    finally:
+        _COST_CAP.reset(token)
 
 
 # ---------------------------------------------------------------------------- rate limit
@@ -707,6 +756,34 @@ class LLMClient:
             + completion_tokens * price.completion_per_mtok
         ) / 1e6
 
+    def worst_cost_usd(
+        self, rc: RoleConfig, messages: Sequence[ChatMessage],
+        options: Mapping[str, Any] | None = None,
+    ) -> tuple[float | None, int]:
+        """The most a call of ``rc`` with ``messages`` can cost, and its prompt estimate:
+        ``models.llm.tokens`` (as for ``llm.max_prompt_tokens``; a family's tool or JSON
+        schema counted as text) plus the whole output-token limit. None: no price."""
+        # Imported here: tokens.py imports this module's message types.
+        from models.llm.tokens import estimate_tokens as prompt_estimate
+
+        prompt = prompt_estimate(messages, max_image_side=rc.max_image_side)
+        if options:
+            prompt += -(-len(msgspec.json.encode(options)) // 4)
+        return self.cost_usd(rc.model, prompt, int(rc.max_tokens or 0)), prompt
+
+    def _check_cap(
+        self, cap: CostCap, rc: RoleConfig, messages: Sequence[ChatMessage],
+        options: Mapping[str, Any] | None,
+    ) -> None:
+        worst, prompt = self.worst_cost_usd(rc, messages, options)
+        if worst is not None and cap.spent_usd + worst > cap.max_usd:
+            raise LLMCostCapReached(
+                f"cost cap of ${cap.max_usd:g} would be passed: the next {rc.role} call "
+                f"({rc.model}) may cost up to ${worst:.4f} (~{prompt} prompt + "
+                f"{int(rc.max_tokens or 0)} output tokens) and the LLM calls cost "
+                f"${cap.spent_usd:.4f} so far; not sent"
+            )
+
     async def image_url(
         self, image: ImageInput, max_side: int | None = None, quality: int | None = None
     ) -> str:
@@ -777,6 +854,8 @@ class LLMClient:
         naming ``max_tokens`` or ``temperature`` is retried once without it, and the
         endpoint's model is remembered not to take it. ``options``: extra request
         parameters a model family needs (``tools``, ``tool_choice``, ``response_format``).
+        Under a ``spending_cap``, a call whose worst cost would pass it raises
+        ``LLMCostCapReached`` unsent.
         """
         if not messages:
             raise LLMInputError("no messages to send")
@@ -785,6 +864,9 @@ class LLMClient:
         model, where = rc.model, rc.endpoint
         client = self._clients[(rc.base_url, self._keys[role])]
         limiter = self._limiters[rc.base_url]
+        cap = _COST_CAP.get()
+        if cap is not None:  # before any work: a call past the cap is never sent
+            self._check_cap(cap, rc, messages, options)
         wire = await self._wire_messages(messages, rc)
         params = self._params(rc, wire)
         if options:
@@ -852,7 +934,11 @@ class LLMClient:
                     f"{role} ({model}): {type(exc).__name__}: {self._scrub(str(exc))[:300]}"
                 ) from None
             else:
-                return self._reply(rc, completion, t0, queued, attempts)
+                reply = self._reply(rc, completion, t0, queued, attempts)
+                if cap is not None:
+                    cap.spent_usd += reply.cost_usd or 0.0
+                    cap.answered.append(reply)
+                return reply
 
             delay = self._backoff_s(attempt, retry_after)
             out_of_retries = s.max_retries is not None and attempt >= s.max_retries
