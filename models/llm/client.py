@@ -644,21 +644,49 @@ _RETRIED_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
 
 _REFUSALS = ("unsupported", "not supported", "does not support", "unrecognized", "not allowed",
              "extra inputs", "unknown parameter", "invalid parameter")
+# What a request can do without: it is the same call, only less bounded or less tuned.
+# Reasoning models refuse max_tokens and temperature; some servers top_p, or the newer
+# max_completion_tokens. Anything else a server refuses (tools, response_format, images)
+# changes what the call means, and fails instead.
+_DROPPABLE = ("max_tokens", "max_completion_tokens", "temperature", "top_p")
+# OpenAI's codes for "this model takes no such parameter / not this value of it".
+_UNSUPPORTED_CODES = frozenset({"unsupported_parameter", "unsupported_value"})
+
+
+def _error_fields(exc: openai.APIStatusError) -> tuple[str | None, str | None, str]:
+    """(param, code, message) of an error body: OpenAI's ``{"error": {"message", "type",
+    "param", "code"}}`` (the client hands us the inner object), or vLLM's flat ``{"object":
+    "error", "message", "param": null, "code": 400}``; a numeric code is not a code name."""
+    body = exc.body
+    inner = body.get("error", body) if isinstance(body, dict) else None
+    if not isinstance(inner, dict):
+        return None, None, f"{exc.message} {body or ''}"
+    param, code, message = inner.get("param"), inner.get("code"), inner.get("message")
+    return (param if isinstance(param, str) and param else None,
+            code if isinstance(code, str) and code else None,
+            message if isinstance(message, str) else f"{exc.message} {body}")
 
 
 def _rejected_param(exc: openai.APIStatusError, params: dict[str, Any]) -> str | None:
-    """The request parameter a 400 refuses (``max_tokens``, ``temperature``), e.g. OpenAI's
-    "Unsupported parameter: 'max_tokens' is not supported with this model"; a 400 that only
-    mentions one (a limit too large) is not a refusal."""
-    body = exc.body
-    inner = body.get("error", body) if isinstance(body, dict) else None
-    named = inner.get("param") if isinstance(inner, dict) else None
-    text = f"{exc.message} {body}".lower()
-    if not any(r in text for r in _REFUSALS):
+    """The sent parameter a 400 refuses, to retry without it; None: not a refusal of one.
+
+    The structured error decides when there is one: ``error.param`` names a parameter we
+    sent and may drop, refused by ``error.code`` (``unsupported_parameter`` /
+    ``unsupported_value``) or by its message. A ``param`` naming anything else (messages,
+    tools) is never dropped, whatever the text says. Without a ``param`` (vLLM, Ollama,
+    proxies put it in ``message``), the message must refuse one by name: "Unsupported
+    parameter: 'max_tokens' ...". A 400 that only mentions one (a limit too large) is not
+    a refusal."""
+    named, code, message = _error_fields(exc)
+    text = message.lower()
+    refused = code in _UNSUPPORTED_CODES or any(r in text for r in _REFUSALS)
+    if not refused:
         return None
-    for name in ("max_tokens", "temperature"):
+    if named is not None:
+        return named if named in _DROPPABLE and named in params else None
+    for name in _DROPPABLE:
         # \b keeps max_completion_tokens from matching max_tokens.
-        if name in params and (named == name or re.search(rf"\b{name}\b", text)):
+        if name in params and re.search(rf"\b{name}\b", text):
             return name
     return None
 
@@ -831,16 +859,23 @@ class LLMClient:
             delay = max(delay, retry_after)
         return delay
 
-    def _params(self, rc: RoleConfig, wire: list[dict[str, Any]]) -> dict[str, Any]:
+    def _params(
+        self, rc: RoleConfig, wire: list[dict[str, Any]],
+        options: Mapping[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """The request: the role's parameters and the family's ``options``, less what this
+        endpoint's model refused before (``_DROPPABLE``)."""
         params: dict[str, Any] = {"model": rc.model, "messages": wire}
         rejected = self._rejected.get((rc.base_url, rc.model), set())
-        token_param = rc.token_param
-        if "max_tokens" in rejected:
-            token_param = "max_completion_tokens"
+        token_param: str = rc.token_param
+        if token_param in rejected:  # the other name of the output limit, unless refused too
+            token_param = "max_completion_tokens" if token_param == "max_tokens" else "max_tokens"
         if rc.max_tokens is not None and token_param not in rejected:
             params[token_param] = rc.max_tokens
         if rc.temperature is not None and "temperature" not in rejected:
             params["temperature"] = rc.temperature
+        if options:
+            params.update((k, v) for k, v in options.items() if k not in rejected)
         return params
 
     async def chat(
@@ -851,8 +886,10 @@ class LLMClient:
 
         Transient failures are retried until ``retry_budget_s`` is spent (counted from the
         first attempt; an attempt that starts inside it runs to its own timeout); a 400
-        naming ``max_tokens`` or ``temperature`` is retried once without it, and the
-        endpoint's model is remembered not to take it. ``options``: extra request
+        refusing ``max_tokens``, ``max_completion_tokens``, ``temperature`` or ``top_p``
+        (``error.param`` when the server names it, else its message) is retried once
+        without it, and the endpoint's model is remembered not to take it; any other 400
+        fails at once. ``options``: extra request
         parameters a model family needs (``tools``, ``tool_choice``, ``response_format``).
         Under a ``spending_cap``, a call whose worst cost would pass it raises
         ``LLMCostCapReached`` unsent.
@@ -868,9 +905,7 @@ class LLMClient:
         if cap is not None:  # before any work: a call past the cap is never sent
             self._check_cap(cap, rc, messages, options)
         wire = await self._wire_messages(messages, rc)
-        params = self._params(rc, wire)
-        if options:
-            params.update(options)
+        params = self._params(rc, wire, options)
         estimate = estimate_tokens(wire) + int(rc.max_tokens or 0)
 
         t0 = time.monotonic()
@@ -906,9 +941,10 @@ class LLMClient:
                 text = self._scrub(_error_text(exc, self._keys[role]))
                 param = _rejected_param(exc, params) if status == 400 else None
                 if param is not None:
-                    # A reasoning model refusing max_tokens / temperature: once without it.
+                    # A reasoning model refusing max_tokens / temperature: once without it
+                    # (max_tokens becomes max_completion_tokens first).
                     self._rejected.setdefault((rc.base_url, model), set()).add(param)
-                    retry = self._params(rc, wire)
+                    retry = self._params(rc, wire, options)
                     if retry != params:
                         log.warning("llm_param_rejected", role=role, model=model,
                                     endpoint=where, param=param)
@@ -920,8 +956,12 @@ class LLMClient:
                     retry_after = _retry_after_s(exc)
                 else:
                     hint = f" (check {rc.api_key_env})" if status in (401, 403) else ""
+                    named, code, _ = _error_fields(exc)
+                    fields = ", ".join(f"{k} {v}" for k, v in (("param", named), ("code", code))
+                                       if v is not None)
                     raise LLMRequestError(
-                        f"{role} ({model}) at {where}: HTTP {status}{hint}: {text}", status=status
+                        f"{role} ({model}) at {where}: HTTP {status}{hint}: {text}"
+                        + (f" ({self._scrub(fields)})" if fields else ""), status=status
                     ) from None
             except (openai.APIResponseValidationError, ValueError) as exc:
                 # ValueError: a 200 whose body is not JSON.
