@@ -81,8 +81,9 @@ class RoleModels(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 
 class RoleFamilies(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """The model family (``models.llm.families``: react, tools, json, uitars, qwen, autoglm,
-    or auto from the model name) each role speaks. Today only the planner's prompt depends
-    on it; the chooser and the completion check keep their own short formats."""
+    or auto from the model name) each role speaks. The planner's prompt, options and parser
+    are the family's; the chooser's and the reflector's questions keep their short prompts
+    and answer in the family's structured way where it has one (``families/answers.py``)."""
 
     planner: str = "react"
     chooser: str = "react"
