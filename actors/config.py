@@ -47,7 +47,9 @@ class AgentSettings(Section):
     max_reasks: Annotated[int, Meta(ge=0, le=10)] = 2  # re-asks of an unparsable reply
     # Unusable replies in a row (re-asks included, across steps) that end the episode.
     max_unusable_replies: Annotated[int, Meta(ge=1)] = 3
-    max_cost_usd: Annotated[float, Meta(ge=0)] = 0.0  # an episode's LLM spend cap; 0: none
+    # An episode's LLM spend cap, checked after each call and before it (at its worst cost);
+    # 0: none.
+    max_cost_usd: Annotated[float, Meta(ge=0)] = 0.0
     max_not_complete: Annotated[int, Meta(ge=0)] = 3  # "not complete" answers before giving up
     ocr_hints: bool = False  # OCR lines of the current frame in the planner prompt
     speculative_ocr: bool = True  # read each new frame while the planner waits for the LLM

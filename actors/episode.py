@@ -71,7 +71,14 @@ from actors.rpc import RequestError, new_request_id
 from actors.services import AgentServices
 from actors.telemetry import Tracing, set_outcome, span_ids
 from devices.adb import Device, DeviceError
-from models.llm import LLMBadResponse, LLMError, LLMReply
+from models.llm import (
+    CostCap,
+    LLMBadResponse,
+    LLMCostCapReached,
+    LLMError,
+    LLMReply,
+    spending_cap,
+)
 from models.llm.react import (
     StepRecord,
     incomplete_feedback,
@@ -154,6 +161,11 @@ class EpisodeOutcome:
     steps: int
     operations: tuple[Operation, ...]  # executed operations, in order
     cost_usd: float = 0.0  # what the episode's LLM calls cost (0 when no model is priced)
+
+
+# The purpose a call's LlmUsage names when only its role is known (a call answered in a
+# step that the cost cap ended before the step published it).
+_PURPOSE_OF_ROLE = {"planner": "plan", "chooser": "choose", "reflector": "reflect"}
 
 
 class _Finish(Exception):
@@ -422,6 +434,9 @@ class _Episode:
         self.not_complete = 0
         self.unusable = 0  # unusable planner replies in a row, re-asks included
         self.cost_usd = 0.0  # what this episode's LLM calls cost so far
+        # agent.max_cost_usd, checked by the LLM client before each call too (at the call's
+        # worst cost), so that one call cannot overshoot it.
+        self.cap = CostCap(self.s.max_cost_usd) if self.s.max_cost_usd > 0 else None
         self.first_capture_s = 0.0
         svc = agent.services
         self.t_ground = svc.ground_timeout_s + REQUEST_MARGIN_S
@@ -442,6 +457,8 @@ class _Episode:
         (``check_cap=False``: the caller checks, with ``check_cost_cap``, once it has
         published what the calls answered)."""
         total = 0.0
+        if self.cap is not None:
+            self.cap.settle(replies)
         for r in replies:
             total += r.latency_s
             cost = r.cost_usd or 0.0
@@ -553,9 +570,16 @@ class _Episode:
                 await self.reflect("incomplete", f"the step budget of {self.budget} is spent",
                                    None, before)
                 raise _Finish("failed", f"step budget of {self.budget} steps exhausted")
-            with anyio.fail_after(s.step_timeout_s), \
-                    self.a.tracing.span("step", {"mobagent.step": self.step}):
-                before, app_before = await self.one_step(before, app_before)
+            try:
+                with spending_cap(self.cap), anyio.fail_after(s.step_timeout_s), \
+                        self.a.tracing.span("step", {"mobagent.step": self.step}):
+                    before, app_before = await self.one_step(before, app_before)
+            except LLMCostCapReached as exc:
+                # The calls this step made before the refused one (re-asks, the planner's
+                # before the chooser's) are published and counted first.
+                for r in tuple(self.cap.answered if self.cap else ()):
+                    await self.usage((r,), _PURPOSE_OF_ROLE[r.role], check_cap=False)
+                raise _Finish("failed", str(exc)) from None
             self.step += 1
 
     async def one_step(self, before: Frame, app_before: str) -> tuple[Frame, str]:

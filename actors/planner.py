@@ -22,6 +22,7 @@ from typing import Protocol, runtime_checkable
 
 from models.llm import ChatModel, LLMReply
 from models.llm.families import Family, get_family
+from models.llm.families.answers import answer_format
 from models.llm.families.base import image_size
 from models.llm.families.planning import plan_step_family
 from models.llm.react import (
@@ -159,6 +160,16 @@ class LLMPolicy:
         # The planner's family: given, else llm.family.planner of the client's settings
         # (``auto``: from the planner's model name), else react.
         self.family = family if family is not None else self._configured_family()
+        # The chooser's and the reflector's families (llm.family.chooser / .reflector, auto
+        # from the role's model): how their answers are asked for and read back.
+        self.role_families = {r: self._role_family(r) for r in ("chooser", "reflector")}
+
+    def _role_family(self, role: str) -> str:
+        settings = getattr(self.llm, "settings", None)
+        fam = getattr(getattr(settings, "family", None), role, "react")
+        model_for = getattr(settings, "model_for", None)
+        model = model_for(role) if callable(model_for) else ""
+        return get_family(str(fam), str(model)).name  # an unknown name raises here
 
     def _configured_family(self) -> Family:
         settings = getattr(self.llm, "settings", None)
@@ -225,6 +236,7 @@ class LLMPolicy:
                 self.llm, instruction=ctx.instruction, target=target, image=image, labels=labels,
                 texts=texts, reason=reason, crops=crops, max_reasks=self.max_reasks,
                 thought=ctx.thought,
+                answer=answer_format(self.role_families["chooser"], "choice", labels),
             )
         except UnparsableReply as exc:
             return Choice(None, exc.replies)
@@ -236,6 +248,7 @@ class LLMPolicy:
                 self.llm, instruction=ctx.instruction, history=ctx.history,
                 screenshot=ctx.screenshot, max_reasks=self.max_reasks, progress=ctx.progress,
                 notes=ctx.notes, earlier_screens=ctx.check_screens,
+                answer=answer_format(self.role_families["reflector"], "completion"),
             )
         except UnparsableReply as exc:
             # No usable verdict: do not end the episode on a guess.
@@ -250,6 +263,7 @@ class LLMPolicy:
                 self.llm, instruction=ctx.instruction, operation=op, thought=ctx.thought,
                 before=before, after=after, result=result, progress=ctx.progress,
                 notes=ctx.notes, max_reasks=self.max_reasks,
+                answer=answer_format(self.role_families["reflector"], "judgement"),
             )
         except UnparsableReply as exc:
             return Judgement(None, f"the judge gave no usable answer ({exc.errors[-1]})",

@@ -79,6 +79,7 @@ from protocol.operations import (  # noqa: E402
     Back,
     ClickIcon,
     ClickText,
+    Enter,
     Exit,
     OpenApp,
     Operation,
@@ -211,6 +212,14 @@ class StandInModel:
                 raise RuntimeError(f"two episodes at once with the instruction {task.instruction!r}")
             self._boards[key] = board
         return board
+
+    def release(self, key: str) -> None:
+        """The episode on phone ``key`` is over: its board goes (a later seed's fleet
+        brings the same instructions back, on other phones)."""
+        with self._lock:
+            old = self._boards.pop(key, None)
+            if old is not None:
+                self.stats.update(old.stats)
 
     def close(self) -> None:
         with self._lock:
@@ -399,6 +408,8 @@ def _vocabulary(op: Operation) -> tuple[str, dict[str, Any]]:
             return "back", {}
         case Exit():
             return "home", {}
+        case Enter():
+            return "enter", {}
         case Wait():
             return "wait", {}
         case Stop():
@@ -429,6 +440,8 @@ def _uitars_call(op: Operation, point: tuple[float, float] | None,
             return "press_back()"
         case Exit():
             return "press_home()"
+        case Enter():  # UI-TARS's hotkey (its computer action space); the parser takes it
+            return "hotkey(key='enter')"
         case Stop():
             return "finished(content='The task is done.')"
     return "wait()"  # a target it cannot see: a model waits for the screen
@@ -451,6 +464,8 @@ def _qwen_args(op: Operation, point: tuple[float, float] | None,
             return {"action": "system_button", "button": "Back"}
         case Exit():
             return {"action": "system_button", "button": "Home"}
+        case Enter():
+            return {"action": "system_button", "button": "Enter"}
         case Stop():
             return {"action": "terminate", "status": "success"}
     return {"action": "wait", "time": 2}
@@ -625,7 +640,7 @@ async def run_family(family: str, args: argparse.Namespace, chosen: list[type[Ta
             coordinates = family in COORDINATE
 
             def make(task: Task, phone: SimPhone) -> Policy:
-                board = model.register(task, phone, str(id(phone)))
+                board = model.register(task, phone, phone.info.serial)
                 inner = LLMPolicy(llm, keep_screenshots=cfg.agent.keep_screenshots,
                                   max_reasks=cfg.agent.max_reasks)
                 return StandInPolicy(inner, OraclePolicy(task, phone), board, phone, coordinates)
@@ -633,7 +648,8 @@ async def run_family(family: str, args: argparse.Namespace, chosen: list[type[Ta
             try:
                 res = await run_suite(chosen, args.seeds, devices=args.devices,
                                       out_dir=args.out / family, cfg=cfg, make_policy=make,
-                                      planner=f"stand-in:{family}")
+                                      planner=f"stand-in:{family}",
+                                      on_episode=lambda ep: model.release(ep.serial))
             finally:
                 model.close()
     return family_summary(res, model), res

@@ -46,6 +46,7 @@ class Behaviour:
     completion_tokens: int | None = None
     error_message: str = "scripted error"
     error_param: str | None = None  # the error's "param", as OpenAI names a refused one
+    error_code: str | None = None  # the error's "code" (unsupported_parameter); None: the status
     cached_tokens: int = 0  # usage.prompt_tokens_details.cached_tokens
     # (function name, JSON arguments) answered as OpenAI ``tool_calls`` (text may be None)
     tool_calls: tuple[tuple[str, str], ...] = ()
@@ -283,7 +284,8 @@ class OpenAIServer:
             payload = b.raw_body
         elif b.status != 200:
             payload = json.dumps(
-                {"error": {"message": b.error_message, "type": "scripted", "code": str(b.status),
+                {"error": {"message": b.error_message, "type": "scripted",
+                           "code": b.error_code if b.error_code is not None else str(b.status),
                            "param": b.error_param}}
             ).encode()
         else:

@@ -6,7 +6,9 @@ parameters, image size). The planner's prompt, request options and parser are it
 family's, picked as the agent picks it (``llm.family.planner``, ``auto`` from the model
 name, the image fitted within the role's ``max_image_side``), so a point in the reply is
 mapped to the launcher's pixels as the agent would map it; the chooser and the completion
-check keep their own formats (``models/llm/react.py``). Per role it prints: reachable or not
+check keep their prompts (``models/llm/react.py``) and answer in their role's family
+(``llm.family.chooser`` / ``.reflector``: a function or a JSON schema for tools / json, see
+``models/llm/families/answers.py``). Per role it prints: reachable or not
 (with the error, which names the endpoint and never the key), the model, the family, the
 endpoint, latency, tokens, cost when priced, the reply (truncated), whether it parsed and
 what it mapped to. No re-asks: the point is to see the model's first answer.
@@ -33,6 +35,7 @@ from actors.config import AgentConfig
 from actors.planner import LLMPolicy
 from models.llm import ChatMessage, LLMClient, LLMConfigError, LLMError, Role
 from models.llm.families import Family, ToolCall
+from models.llm.families.answers import AnswerFormat, answer_format
 from models.llm.react import (
     ParseError,
     PlannerInput,
@@ -58,6 +61,7 @@ class Probe:
     messages: list[ChatMessage]
     parse: Callable[[str, tuple[ToolCall, ...]], str]
     options: dict[str, Any] = field(default_factory=dict)
+    answer: AnswerFormat | None = None  # the chooser's / reflector's: reads the reply back
 
 
 @dataclass
@@ -66,7 +70,7 @@ class RoleResult:
     model: str
     endpoint: str
     reachable: bool
-    family: str = ""  # the planner's model family ("" for the roles with their own format)
+    family: str = ""  # the role's model family ("" for react)
     latency_s: float = 0.0
     prompt_tokens: int = 0
     completion_tokens: int = 0
@@ -112,9 +116,12 @@ def family_label(family: Family) -> str:
     return f"{family.name} {variant}" if variant else family.name
 
 
-def probes(family: Family, seed: int = 0) -> dict[Role, Probe]:
+def probes(family: Family, seed: int = 0,
+           role_families: dict[str, str] | None = None) -> dict[Role, Probe]:
     """Each role's probe; the planner's in ``family`` (points mapped to the launcher's
-    pixels from the image the family sends)."""
+    pixels from the image the family sends), the chooser's and the reflector's answers in
+    ``role_families`` (default react)."""
+    fams = role_families or {}
     png, icons = launcher_screen(seed)
     with Image.open(io.BytesIO(png)) as im:
         geom = family.geometry(*im.size)
@@ -139,6 +146,8 @@ def probes(family: Family, seed: int = 0) -> dict[Role, Probe]:
         v = parse_completion(text)
         return f"complete: {'yes' if v.complete else 'no'}" + (f" ({v.reason})" if v.reason else "")
 
+    chooser = answer_format(fams.get("chooser", "react"), "choice", labels)
+    reflector = answer_format(fams.get("reflector", "react"), "completion")
     return {
         "planner": Probe(family.planner_messages(PlannerInput(instruction=INSTRUCTION,
                                                               screenshot=png), geom),
@@ -146,9 +155,10 @@ def probes(family: Family, seed: int = 0) -> dict[Role, Probe]:
         "chooser": Probe(chooser_messages(
             instruction=INSTRUCTION, target=target[0] if target else "Settings",
             image=_marked(png, [b[1] for b in boxed]), labels=labels,
-            texts=[b[0] for b in boxed]), choose),
+            texts=[b[0] for b in boxed]), choose, chooser.options, chooser),
         "reflector": Probe(completion_messages(instruction=INSTRUCTION, history=(),
-                                               screenshot=png), complete),
+                                               screenshot=png), complete, reflector.options,
+                           reflector),
     }
 
 
@@ -156,8 +166,9 @@ async def check_roles(llm: LLMClient, roles: Sequence[Role], *, seed: int = 0,
                       max_reply: int = 300, family: Family | None = None) -> list[RoleResult]:
     """Each role once, one after another (so latencies do not queue behind each other).
     ``family``: the planner's (None: exactly as the agent's planner picks it)."""
-    fam = family if family is not None else LLMPolicy(llm).family
-    plan = await anyio.to_thread.run_sync(probes, fam, seed)
+    policy = LLMPolicy(llm, family=family)
+    fam, role_fams = policy.family, policy.role_families
+    plan = await anyio.to_thread.run_sync(probes, fam, seed, role_fams)
     picked = family_label(fam)
     if llm.settings.family.planner.strip().lower() == "auto":
         picked += " (auto, from the model name)"
@@ -166,10 +177,9 @@ async def check_roles(llm: LLMClient, roles: Sequence[Role], *, seed: int = 0,
         rc = llm.role_config(role)
         probe = plan[role]
         own = str(getattr(llm.settings.family, role)).strip().lower()
-        # The chooser and the completion check have their own short formats in the agent:
-        # a family set for them is not used, and saying so beats silence.
         shown = picked if role == "planner" else (
-            "" if own == "react" else f"its own format (llm.family.{role}={own} is not used)")
+            "" if role_fams[role] == "react" else
+            role_fams[role] + (" (auto, from the model name)" if own == "auto" else ""))
         res = RoleResult(role=role, model=rc.model, endpoint=rc.endpoint, reachable=False,
                          family=shown)
         t0 = time.monotonic()
@@ -188,7 +198,8 @@ async def check_roles(llm: LLMClient, roles: Sequence[Role], *, seed: int = 0,
         text = reply.text.strip() or "; ".join(f"{c.name}({c.arguments})" for c in calls)
         res.reply = text if len(text) <= max_reply else text[: max_reply - 1] + "…"
         try:
-            res.mapped = probe.parse(reply.text, calls)
+            read = probe.answer.text(reply) if probe.answer is not None else reply.text
+            res.mapped = probe.parse(read, calls)
             res.parsed = True
         except ParseError as exc:
             res.mapped = exc.message
@@ -229,9 +240,9 @@ def cmd_check(args: argparse.Namespace) -> int:
         print(f"mobagent llm check: {exc}", file=sys.stderr)
         return EXIT_USAGE
     try:
-        family = LLMPolicy(llm).family  # llm.family.planner, as the agent reads it
+        family = LLMPolicy(llm).family  # llm.family.*, as the agent reads them
     except ValueError as exc:
-        print(f"mobagent llm check: llm.family.planner: {exc}", file=sys.stderr)
+        print(f"mobagent llm check: llm.family: {exc}", file=sys.stderr)
         return EXIT_USAGE
 
     async def go() -> list[RoleResult]:

@@ -8,7 +8,10 @@
 with ``op`` from ``models.llm.opvocab.OP_NAMES`` and points in device pixels of ``--screen``.
 ``--image-side`` is the planner's ``llm.max_image_side`` when the reply came from the agent:
 the agent sends the screen fitted within it, and a family's pixel coordinates (UI-TARS-1.5,
-Qwen2.5-VL, json, tools) refer to that image (or to the server's resize of it).
+Qwen2.5-VL, json, tools) refer to that image (or to the server's resize of it). Without it,
+the loaded config's planner role decides (``[llm.roles.planner] max_image_side``, else
+``[llm] max_image_side``), as for the agent and ``llm check``: the same ``--config`` /
+``--set`` / ``$MOBAGENT_CONFIG``.
 A reply that is not usable exits 1; bad arguments exit 2.
 """
 
@@ -19,10 +22,12 @@ import sys
 
 import msgspec
 
+from actors.config import AgentConfig
 from host.llm_check import add_check
 from models.llm.errors import ParseError
 from models.llm.families import FAMILY_NAMES, ToolCall, get_family
 from models.llm.opvocab import describe
+from runtime.cli import config_from_args
 
 
 def _screen(value: str) -> tuple[int, int]:
@@ -76,8 +81,12 @@ def _tool_calls(text: str) -> tuple[str, tuple[ToolCall, ...]]:
 
 
 def cmd_parse(args: argparse.Namespace) -> int:
+    side = args.image_side
+    if side is None:  # the planner's image size, as the agent that got the reply had it
+        cfg = config_from_args(args, AgentConfig, unknown_sections="ignore")
+        side = cfg.llm.role("planner").max_image_side
     try:
-        family = get_family(args.family, args.model or "", max_image_side=args.image_side)
+        family = get_family(args.family, args.model or "", max_image_side=side)
     except ValueError as exc:
         print(f"mobagent llm parse: {exc}", file=sys.stderr)
         return 2
@@ -119,8 +128,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                        help="the device screen in pixels (default 1080x2400)")
     parse.add_argument("--image-side", type=_image_side, default=None, metavar="PX",
                        help="the longer side of the screenshot the model got, as the agent "
-                            "sends it (the planner's llm.max_image_side, 1024 unless set); "
-                            "default: the screen at its own size")
+                            "sends it; default: the loaded config's planner llm.max_image_side "
+                            "([llm.roles.planner], else [llm]; 1024 in the shipped config). "
+                            "A side at least the screen's: the screen at its own size")
     parse.add_argument("file", nargs="?", default="-", metavar="FILE",
                        help="the saved reply (text, or the API message JSON with tool_calls); "
                             "- or none: stdin")

@@ -9,11 +9,13 @@ from models.llm.client import (
     ChatMessage,
     ChatModel,
     ContentPart,
+    CostCap,
     Detail,
     ImageInput,
     LLMBadResponse,
     LLMClient,
     LLMConfigError,
+    LLMCostCapReached,
     LLMError,
     LLMInputError,
     LLMReply,
@@ -33,6 +35,7 @@ from models.llm.client import (
     is_reasoning_model,
     parse_duration_s,
     parse_retry_after_s,
+    spending_cap,
 )
 
 __all__ = [
@@ -56,6 +59,9 @@ __all__ = [
     "LLMUnavailable",
     "LLMRequestError",
     "LLMBadResponse",
+    "LLMCostCapReached",
+    "CostCap",
+    "spending_cap",
     "ImageInput",
     "ContentPart",
     "ChatMessage",

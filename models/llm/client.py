@@ -19,6 +19,7 @@ server's error is scrubbed of it before it reaches an exception or a log line.
 from __future__ import annotations
 
 import base64
+import contextvars
 import datetime as dt
 import hashlib
 import io
@@ -28,9 +29,9 @@ import random
 import re
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from contextlib import asynccontextmanager, contextmanager
+from dataclasses import dataclass, field
 from email.utils import parsedate_to_datetime
 from types import TracebackType
 from typing import Annotated, Any, Literal, Protocol
@@ -80,8 +81,9 @@ class RoleModels(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 
 class RoleFamilies(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """The model family (``models.llm.families``: react, tools, json, uitars, qwen, autoglm,
-    or auto from the model name) each role speaks. Today only the planner's prompt depends
-    on it; the chooser and the completion check keep their own short formats."""
+    or auto from the model name) each role speaks. The planner's prompt, options and parser
+    are the family's; the chooser's and the reflector's questions keep their short prompts
+    and answer in the family's structured way where it has one (``families/answers.py``)."""
 
     planner: str = "react"
     chooser: str = "react"
@@ -327,6 +329,10 @@ class LLMBadResponse(LLMError):
     """The server answered 200 with something that is not a usable chat completion."""
 
 
+class LLMCostCapReached(LLMError):
+    """A call was not sent: at its worst cost it would pass the ``CostCap`` in force."""
+
+
 # ---------------------------------------------------------------------------- messages
 
 
@@ -374,6 +380,50 @@ class ChatModel(Protocol):
         self, role: Role, messages: Sequence[ChatMessage], *,
         options: Mapping[str, Any] | None = None,
     ) -> LLMReply: ...
+
+
+# ---------------------------------------------------------------------------- cost cap
+
+
+@dataclass
+class CostCap:
+    """A spending cap for the calls made in one context (the agent's episode:
+    ``agent.max_cost_usd``); set it with ``spending_cap``.
+
+    ``LLMClient.chat`` checks it before each call: the call's worst cost (its prompt as
+    ``models.llm.tokens`` estimates it for ``llm.max_prompt_tokens``, plus the role's whole
+    output-token limit, at the model's ``llm.prices``) added to ``spent_usd`` must stay
+    within ``max_usd``, else ``LLMCostCapReached`` and nothing is sent. A model without a
+    price costs nothing here, as in ``LLMReply.cost_usd``; a role without an output limit
+    counts its prompt only (its output has no bound to count). Each answered call adds its
+    real cost and lands in ``answered`` until the caller ``settle``s it (publishes it).
+    """
+
+    max_usd: float
+    spent_usd: float = 0.0
+    answered: list[LLMReply] = field(default_factory=list)
+
+    def settle(self, replies: Sequence[LLMReply]) -> None:
+        """``replies`` are accounted for by the caller: no longer ``answered``."""
+        self.answered = [a for a in self.answered if not any(a is r for r in replies)]
+
+
+# The cap of the running episode: a context variable, so that every call the episode makes
+# (planner, chooser, judge; re-asks inside the prompt code) is checked without threading
+# it through each prompt function, and episodes of other phones on the same shared client
+# keep their own.
+_COST_CAP: contextvars.ContextVar[CostCap | None] = contextvars.ContextVar(
+    "mobagent_llm_cost_cap", default=None)
+
+
+@contextmanager
+def spending_cap(cap: CostCap | None) -> Iterator[CostCap | None]:
+    """``cap`` in force for the LLM calls made inside the block (None: no cap)."""
+    token = _COST_CAP.set(cap)
+    try:
+        yield cap
+    finally:
+        _COST_CAP.reset(token)
 
 
 # ---------------------------------------------------------------------------- rate limit
@@ -595,21 +645,49 @@ _RETRIED_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
 
 _REFUSALS = ("unsupported", "not supported", "does not support", "unrecognized", "not allowed",
              "extra inputs", "unknown parameter", "invalid parameter")
+# What a request can do without: it is the same call, only less bounded or less tuned.
+# Reasoning models refuse max_tokens and temperature; some servers top_p, or the newer
+# max_completion_tokens. Anything else a server refuses (tools, response_format, images)
+# changes what the call means, and fails instead.
+_DROPPABLE = ("max_tokens", "max_completion_tokens", "temperature", "top_p")
+# OpenAI's codes for "this model takes no such parameter / not this value of it".
+_UNSUPPORTED_CODES = frozenset({"unsupported_parameter", "unsupported_value"})
+
+
+def _error_fields(exc: openai.APIStatusError) -> tuple[str | None, str | None, str]:
+    """(param, code, message) of an error body: OpenAI's ``{"error": {"message", "type",
+    "param", "code"}}`` (the client hands us the inner object), or vLLM's flat ``{"object":
+    "error", "message", "param": null, "code": 400}``; a numeric code is not a code name."""
+    body = exc.body
+    inner = body.get("error", body) if isinstance(body, dict) else None
+    if not isinstance(inner, dict):
+        return None, None, f"{exc.message} {body or ''}"
+    param, code, message = inner.get("param"), inner.get("code"), inner.get("message")
+    return (param if isinstance(param, str) and param else None,
+            code if isinstance(code, str) and code else None,
+            message if isinstance(message, str) else f"{exc.message} {body}")
 
 
 def _rejected_param(exc: openai.APIStatusError, params: dict[str, Any]) -> str | None:
-    """The request parameter a 400 refuses (``max_tokens``, ``temperature``), e.g. OpenAI's
-    "Unsupported parameter: 'max_tokens' is not supported with this model"; a 400 that only
-    mentions one (a limit too large) is not a refusal."""
-    body = exc.body
-    inner = body.get("error", body) if isinstance(body, dict) else None
-    named = inner.get("param") if isinstance(inner, dict) else None
-    text = f"{exc.message} {body}".lower()
-    if not any(r in text for r in _REFUSALS):
+    """The sent parameter a 400 refuses, to retry without it; None: not a refusal of one.
+
+    The structured error decides when there is one: ``error.param`` names a parameter we
+    sent and may drop, refused by ``error.code`` (``unsupported_parameter`` /
+    ``unsupported_value``) or by its message. A ``param`` naming anything else (messages,
+    tools) is never dropped, whatever the text says. Without a ``param`` (vLLM, Ollama,
+    proxies put it in ``message``), the message must refuse one by name: "Unsupported
+    parameter: 'max_tokens' ...". A 400 that only mentions one (a limit too large) is not
+    a refusal."""
+    named, code, message = _error_fields(exc)
+    text = message.lower()
+    refused = code in _UNSUPPORTED_CODES or any(r in text for r in _REFUSALS)
+    if not refused:
         return None
-    for name in ("max_tokens", "temperature"):
+    if named is not None:
+        return named if named in _DROPPABLE and named in params else None
+    for name in _DROPPABLE:
         # \b keeps max_completion_tokens from matching max_tokens.
-        if name in params and (named == name or re.search(rf"\b{name}\b", text)):
+        if name in params and re.search(rf"\b{name}\b", text):
             return name
     return None
 
@@ -707,6 +785,34 @@ class LLMClient:
             + completion_tokens * price.completion_per_mtok
         ) / 1e6
 
+    def worst_cost_usd(
+        self, rc: RoleConfig, messages: Sequence[ChatMessage],
+        options: Mapping[str, Any] | None = None,
+    ) -> tuple[float | None, int]:
+        """The most a call of ``rc`` with ``messages`` can cost, and its prompt estimate:
+        ``models.llm.tokens`` (as for ``llm.max_prompt_tokens``; a family's tool or JSON
+        schema counted as text) plus the whole output-token limit. None: no price."""
+        # Imported here: tokens.py imports this module's message types.
+        from models.llm.tokens import estimate_tokens as prompt_estimate
+
+        prompt = prompt_estimate(messages, max_image_side=rc.max_image_side)
+        if options:
+            prompt += -(-len(msgspec.json.encode(options)) // 4)
+        return self.cost_usd(rc.model, prompt, int(rc.max_tokens or 0)), prompt
+
+    def _check_cap(
+        self, cap: CostCap, rc: RoleConfig, messages: Sequence[ChatMessage],
+        options: Mapping[str, Any] | None,
+    ) -> None:
+        worst, prompt = self.worst_cost_usd(rc, messages, options)
+        if worst is not None and cap.spent_usd + worst > cap.max_usd:
+            raise LLMCostCapReached(
+                f"cost cap of ${cap.max_usd:g} would be passed: the next {rc.role} call "
+                f"({rc.model}) may cost up to ${worst:.4f} (~{prompt} prompt + "
+                f"{int(rc.max_tokens or 0)} output tokens) and the LLM calls cost "
+                f"${cap.spent_usd:.4f} so far; not sent"
+            )
+
     async def image_url(
         self, image: ImageInput, max_side: int | None = None, quality: int | None = None
     ) -> str:
@@ -754,16 +860,23 @@ class LLMClient:
             delay = max(delay, retry_after)
         return delay
 
-    def _params(self, rc: RoleConfig, wire: list[dict[str, Any]]) -> dict[str, Any]:
+    def _params(
+        self, rc: RoleConfig, wire: list[dict[str, Any]],
+        options: Mapping[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """The request: the role's parameters and the family's ``options``, less what this
+        endpoint's model refused before (``_DROPPABLE``)."""
         params: dict[str, Any] = {"model": rc.model, "messages": wire}
         rejected = self._rejected.get((rc.base_url, rc.model), set())
-        token_param = rc.token_param
-        if "max_tokens" in rejected:
-            token_param = "max_completion_tokens"
+        token_param: str = rc.token_param
+        if token_param in rejected:  # the other name of the output limit, unless refused too
+            token_param = "max_completion_tokens" if token_param == "max_tokens" else "max_tokens"
         if rc.max_tokens is not None and token_param not in rejected:
             params[token_param] = rc.max_tokens
         if rc.temperature is not None and "temperature" not in rejected:
             params["temperature"] = rc.temperature
+        if options:
+            params.update((k, v) for k, v in options.items() if k not in rejected)
         return params
 
     async def chat(
@@ -774,9 +887,13 @@ class LLMClient:
 
         Transient failures are retried until ``retry_budget_s`` is spent (counted from the
         first attempt; an attempt that starts inside it runs to its own timeout); a 400
-        naming ``max_tokens`` or ``temperature`` is retried once without it, and the
-        endpoint's model is remembered not to take it. ``options``: extra request
+        refusing ``max_tokens``, ``max_completion_tokens``, ``temperature`` or ``top_p``
+        (``error.param`` when the server names it, else its message) is retried once
+        without it, and the endpoint's model is remembered not to take it; any other 400
+        fails at once. ``options``: extra request
         parameters a model family needs (``tools``, ``tool_choice``, ``response_format``).
+        Under a ``spending_cap``, a call whose worst cost would pass it raises
+        ``LLMCostCapReached`` unsent.
         """
         if not messages:
             raise LLMInputError("no messages to send")
@@ -785,10 +902,11 @@ class LLMClient:
         model, where = rc.model, rc.endpoint
         client = self._clients[(rc.base_url, self._keys[role])]
         limiter = self._limiters[rc.base_url]
+        cap = _COST_CAP.get()
+        if cap is not None:  # before any work: a call past the cap is never sent
+            self._check_cap(cap, rc, messages, options)
         wire = await self._wire_messages(messages, rc)
-        params = self._params(rc, wire)
-        if options:
-            params.update(options)
+        params = self._params(rc, wire, options)
         estimate = estimate_tokens(wire) + int(rc.max_tokens or 0)
 
         t0 = time.monotonic()
@@ -824,9 +942,10 @@ class LLMClient:
                 text = self._scrub(_error_text(exc, self._keys[role]))
                 param = _rejected_param(exc, params) if status == 400 else None
                 if param is not None:
-                    # A reasoning model refusing max_tokens / temperature: once without it.
+                    # A reasoning model refusing max_tokens / temperature: once without it
+                    # (max_tokens becomes max_completion_tokens first).
                     self._rejected.setdefault((rc.base_url, model), set()).add(param)
-                    retry = self._params(rc, wire)
+                    retry = self._params(rc, wire, options)
                     if retry != params:
                         log.warning("llm_param_rejected", role=role, model=model,
                                     endpoint=where, param=param)
@@ -838,8 +957,12 @@ class LLMClient:
                     retry_after = _retry_after_s(exc)
                 else:
                     hint = f" (check {rc.api_key_env})" if status in (401, 403) else ""
+                    named, code, _ = _error_fields(exc)
+                    fields = ", ".join(f"{k} {v}" for k, v in (("param", named), ("code", code))
+                                       if v is not None)
                     raise LLMRequestError(
-                        f"{role} ({model}) at {where}: HTTP {status}{hint}: {text}", status=status
+                        f"{role} ({model}) at {where}: HTTP {status}{hint}: {text}"
+                        + (f" ({self._scrub(fields)})" if fields else ""), status=status
                     ) from None
             except (openai.APIResponseValidationError, ValueError) as exc:
                 # ValueError: a 200 whose body is not JSON.
@@ -852,7 +975,11 @@ class LLMClient:
                     f"{role} ({model}): {type(exc).__name__}: {self._scrub(str(exc))[:300]}"
                 ) from None
             else:
-                return self._reply(rc, completion, t0, queued, attempts)
+                reply = self._reply(rc, completion, t0, queued, attempts)
+                if cap is not None:
+                    cap.spent_usd += reply.cost_usd or 0.0
+                    cap.answered.append(reply)
+                return reply
 
             delay = self._backoff_s(attempt, retry_after)
             out_of_retries = s.max_retries is not None and attempt >= s.max_retries

@@ -33,9 +33,9 @@ is a ``ParseError`` whose message tells the model what to fix.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 import msgspec
 
@@ -884,6 +884,17 @@ REASK_TEMPLATE = (
 )
 
 
+class ReplyFormat(Protocol):
+    """How a role's family asks for an answer and reads it back
+    (``models.llm.families.answers.AnswerFormat``): request options, and the reply as the
+    text the line parser reads."""
+
+    @property
+    def options(self) -> Mapping[str, Any]: ...
+
+    def text(self, reply: LLMReply) -> str: ...
+
+
 async def ask_until_parsed(
     llm: ChatModel,
     role: Role,
@@ -891,26 +902,33 @@ async def ask_until_parsed(
     parse: Callable[[str], T],
     *,
     max_reasks: int = 2,
+    answer: ReplyFormat | None = None,
 ) -> Parsed[T]:
     """Call, parse; on ``ParseError`` re-ask with the error, at most ``max_reasks`` times.
 
     Each re-ask is the original prompt plus the last bad reply and the error (not every
     earlier one, to keep the prompt small). Raises ``UnparsableReply`` when the budget runs
     out, and ``LLMError`` from the client as is; it never returns unparsed text.
+    ``answer``: the role's family's format (its request options; its reply read back as the
+    text ``parse`` takes); None: the plain prompt and the reply's text.
     """
     replies: list[LLMReply] = []
     errors: list[str] = []
     convo = list(messages)
+    options = answer.options if answer is not None else None
     for _ in range(max(max_reasks, 0) + 1):
-        reply = await llm.chat(role, convo)
+        # Only a format with options sends any: a plain ChatModel suffices else.
+        reply = await (llm.chat(role, convo, options=options) if options
+                       else llm.chat(role, convo))
         replies.append(reply)
+        text = answer.text(reply) if answer is not None else reply.text
         try:
-            value = parse(reply.text)
+            value = parse(text)
         except ParseError as exc:
             errors.append(exc.message)
             convo = [
                 *messages,
-                ChatMessage.text("assistant", reply.text),
+                ChatMessage.text("assistant", text or reply.text),
                 ChatMessage.text("user", REASK_TEMPLATE.format(error=exc.message)),
             ]
             continue
@@ -942,14 +960,17 @@ async def choose_box(
     crops: Sequence[bytes] = (),
     max_reasks: int = 2,
     thought: str = "",
+    answer: ReplyFormat | None = None,
 ) -> Parsed[int | None]:
-    """The chooser call for perception's Ambiguous: the chosen label, or None (no box)."""
+    """The chooser call for perception's Ambiguous: the chosen label, or None (no box).
+    ``answer``: the chooser's family format (``models.llm.families.answers``)."""
     msgs = chooser_messages(
         instruction=instruction, target=target, image=image, labels=labels, texts=texts,
         reason=reason, crops=crops, thought=thought,
     )
     return await ask_until_parsed(
-        llm, "chooser", msgs, lambda t: parse_choice(t, labels), max_reasks=max_reasks
+        llm, "chooser", msgs, lambda t: parse_choice(t, labels), max_reasks=max_reasks,
+        answer=answer,
     )
 
 
@@ -963,11 +984,13 @@ async def check_completion(
     progress: str = "",
     notes: Sequence[str] = (),
     earlier_screens: int = 0,
+    answer: ReplyFormat | None = None,
 ) -> Parsed[CompletionVerdict]:
     """The reflector's completion check on Stop."""
     msgs = completion_messages(instruction=instruction, history=history, screenshot=screenshot,
                                progress=progress, notes=notes, earlier_screens=earlier_screens)
-    return await ask_until_parsed(llm, "reflector", msgs, parse_completion, max_reasks=max_reasks)
+    return await ask_until_parsed(llm, "reflector", msgs, parse_completion, max_reasks=max_reasks,
+                                  answer=answer)
 
 
 # ---------------------------------------------------------------------------- action reflection
@@ -1046,12 +1069,14 @@ async def judge_action(
     llm: ChatModel, *, instruction: str, operation: Operation, thought: str, before: bytes,
     after: bytes, result: str = "", progress: str = "", notes: Sequence[str] = (),
     max_reasks: int = 2,
+    answer: ReplyFormat | None = None,
 ) -> Parsed[ActionVerdict]:
     """The reflector's LLM judge on one action's before and after screens."""
     msgs = judge_messages(instruction=instruction, operation=operation, thought=thought,
                           before=before, after=after, result=result, progress=progress,
                           notes=notes)
-    return await ask_until_parsed(llm, "reflector", msgs, parse_judgement, max_reasks=max_reasks)
+    return await ask_until_parsed(llm, "reflector", msgs, parse_judgement, max_reasks=max_reasks,
+                                  answer=answer)
 
 
 # ---------------------------------------------------------------------------- planning call

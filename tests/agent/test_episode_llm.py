@@ -279,7 +279,9 @@ async def test_cost_is_published_and_the_cap_ends_the_episode(
     shared_perception: PerceptionActor,
 ) -> None:
     sim_device.phone.key(3)
-    priced = dict(prompt_tokens=1000, completion_tokens=100, cached_tokens=200)
+    # The server counts far more prompt tokens than the client's estimate (~1-2k): each
+    # call's worst cost passes the check before it, and its real cost reaches the cap after.
+    priced = dict(prompt_tokens=20000, completion_tokens=100, cached_tokens=200)
     openai_server.script(
         Behaviour.reply(planner_reply("Open app (Settings)"), **priced),
         Behaviour.reply(planner_reply("Click text (Display)"), **priced),
@@ -287,13 +289,13 @@ async def test_cost_is_published_and_the_cap_ends_the_episode(
     )
     prices = {"plan-m": ModelPrice(prompt_per_mtok=10.0, completion_per_mtok=10.0,
                                    cached_per_mtok=5.0)}
-    per_call = (800 * 10.0 + 200 * 5.0 + 100 * 10.0) / 1e6  # $0.010
+    per_call = (19800 * 10.0 + 200 * 5.0 + 100 * 10.0) / 1e6  # $0.200
     async with llm_client(openai_server, prices=prices) as llm:
         run = await run_episode(mosquitto, AdbDevice(sim_device.serial), LLMPolicy(llm),
-                                fast_settings(max_cost_usd=0.015), shared_perception,
+                                fast_settings(max_cost_usd=0.3), shared_perception,
                                 "Open the display settings.")
     assert run.outcome is not None and run.outcome.status == "failed"
-    assert run.outcome.reason.startswith("cost cap of $0.015 reached")
+    assert run.outcome.reason.startswith("cost cap of $0.3 reached")
     usage = run.of(LlmUsage)
     assert [u.cost_usd for u in usage] == [pytest.approx(per_call)] * 2
     assert all(u.cached_tokens == 200 for u in usage)
@@ -302,10 +304,43 @@ async def test_cost_is_published_and_the_cap_ends_the_episode(
     # the episode's spend is published with its end, and is its calls' sum
     (fin,) = run.of(EpisodeFinished)
     assert fin.cost_usd == pytest.approx(2 * per_call) == run.outcome.cost_usd
-    assert fin.reason == f"cost cap of $0.015 reached: the LLM calls cost ${2 * per_call:.4f}"
+    assert fin.reason == f"cost cap of $0.3 reached: the LLM calls cost ${2 * per_call:.4f}"
     # the reply that reached the cap is recorded as its step's plan, and was not executed
     assert [p.operation for p in run.of(Plan)] == [OpenApp("Settings"), ClickText("Display")]
     assert [a.operation for a in run.of(ActionDone)] == [OpenApp("Settings")]
+
+
+async def test_a_call_that_could_pass_the_cost_cap_is_not_made(
+    sim_device: SimDevice, mosquitto: MosquittoBroker, openai_server: OpenAIServer,
+    shared_perception: PerceptionActor,
+) -> None:
+    sim_device.phone.key(3)
+    # Output tokens only are priced: a call's worst cost is its 1024-token limit, $0.01024.
+    openai_server.script(
+        Behaviour.reply(planner_reply("Open app (Settings)"), completion_tokens=1000),
+        Behaviour.reply("Frobnicate the screen", completion_tokens=1000),  # re-asked...
+        Behaviour.reply(planner_reply("Stop"), completion_tokens=1000),  # ...never sent
+    )
+    prices = {"plan-m": ModelPrice(prompt_per_mtok=0.0, completion_per_mtok=10.0)}
+    async with llm_client(openai_server, prices=prices, max_tokens=1024) as llm:
+        run = await run_episode(mosquitto, AdbDevice(sim_device.serial), LLMPolicy(llm),
+                                fast_settings(max_cost_usd=0.025), shared_perception,
+                                "Open the display settings.")
+    assert run.outcome is not None and run.outcome.status == "failed"
+    # $0.02 spent, and the re-ask could cost $0.01024 more: over $0.025, so never sent
+    assert len(openai_server.requests) == 2 and openai_server.pending == 1
+    assert run.outcome.reason == (
+        "cost cap of $0.025 would be passed: the next planner call (plan-m) may cost up to "
+        f"$0.0102 (~{run.outcome.reason.split('(~')[1].split(' ')[0]} prompt + 1024 output "
+        "tokens) and the LLM calls cost $0.0200 so far; not sent")
+    assert run.outcome.operations == (OpenApp("Settings"),)
+    # the unusable reply of the ended step is still published and counted
+    usage = run.of(LlmUsage)
+    assert [(u.purpose, u.cost_usd) for u in usage] == [("plan", pytest.approx(0.01))] * 2
+    (fin,) = run.of(EpisodeFinished)
+    assert fin.cost_usd == pytest.approx(0.02) == run.outcome.cost_usd
+    assert fin.reason == run.outcome.reason
+    assert not run.of(Error)  # a clean end, not a failure of the model
 
 
 async def test_a_stream_of_429s_inside_the_budget_then_success(

@@ -126,8 +126,34 @@ def test_check_says_react_by_default_and_refuses_an_unknown_family(
                     "--roles", "planner,reflector") == 0
         planner, reflector = capsys.readouterr().out.split("\nreflector")
         assert "family=react" in planner
-        assert "family=its own format (llm.family.reflector=uitars is not used)" in reflector
+        # UI-TARS has no structured form for a verdict: the plain prompt, the plain parser
+        assert "family=uitars" in reflector and "parsed: yes -> complete: no" in reflector
+        assert "tools" not in (srv.requests[1].body or {})
         assert _run(*base, "--set", "llm.family.planner=klingon", "llm", "check") == 2
         err = capsys.readouterr().err
-        assert "llm.family.planner" in err and "klingon" in err and "uitars" in err
+        assert "llm.family" in err and "klingon" in err and "uitars" in err
         assert len(srv.requests) == 2  # nothing sent for the bad config
+
+
+def test_check_asks_the_chooser_and_reflector_in_their_families(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with OpenAIServer() as srv:
+        srv.script(Behaviour.tool_call("choose_box", '{"box": "2"}'),
+                   '{"complete": false, "reason": "the launcher is still shown"}')
+        rc = _run("--set", f"llm.base_url={srv.base_url}", "--set", f"llm.api_key={SECRET}",
+                  "--set", "llm.family.chooser=tools", "--set", "llm.family.reflector=json",
+                  "llm", "check", "--roles", "chooser,reflector")
+        out = capsys.readouterr().out
+        assert rc == 0, out
+        chooser, reflector = out.split("\nreflector")
+        assert "family=tools" in chooser and "parsed: yes -> box 2 (Settings)" in chooser
+        assert "family=json" in reflector
+        assert "parsed: yes -> complete: no (the launcher is still shown)" in reflector
+        choose, check = (r.body or {} for r in srv.requests)
+        (tool,) = choose["tools"]
+        assert tool["function"]["name"] == "choose_box" and choose["tool_choice"] == "required"
+        assert tool["function"]["parameters"]["properties"]["box"]["enum"] == ["1", "2", "none"]
+        schema = check["response_format"]["json_schema"]["schema"]
+        assert check["response_format"]["type"] == "json_schema"
+        assert set(schema["required"]) == {"complete", "reason"}

@@ -25,8 +25,9 @@ def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, dict[
 def test_uitars_point_in_device_pixels(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     f = tmp_path / "reply.txt"
     f.write_text("Thought: tap\nAction: click(start_box='<|box_start|>(546,1204)<|box_end|>')")
+    # --image-side 2400: the screen sent at its own size (smart-resized to 1092x2408)
     rc, out = run(["llm", "parse", "--family", "uitars", "--model", "UI-TARS-1.5-7B",
-                   "--screen", "1080x2400", str(f)], capsys)
+                   "--screen", "1080x2400", "--image-side", "2400", str(f)], capsys)
     assert rc == 0 and out == {"ok": True, "operation": {"op": "tap_point", "args": {"x": 540, "y": 1200}}}
 
 
@@ -94,14 +95,27 @@ def test_image_side_maps_as_the_agent_does(
     assert rc == 0 and out["operation"]["args"] == point  # type: ignore[index]
 
 
-def test_without_image_side_the_screen_is_the_image(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str],
+def test_without_image_side_the_config_decides(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """The same UI-TARS-1.5 numbers without --image-side: read in 1092x2408, another point."""
+    """The same UI-TARS-1.5 numbers without --image-side: the config's planner side."""
     f = tmp_path / "r.txt"
     f.write_text("Action: click(start_box='(224,518)')")
-    rc, out = run(["llm", "parse", "--family", "uitars", "--model", "UI-TARS-1.5-7B", str(f)], capsys)
+    argv = ["llm", "parse", "--family", "uitars", "--model", "UI-TARS-1.5-7B", str(f)]
+    # The shipped config: max_image_side = 1024, so as with --image-side 1024.
+    monkeypatch.delenv("MOBAGENT_CONFIG", raising=False)
+    rc, out = run(argv, capsys)
+    assert rc == 0 and out["operation"]["args"] == {"x": 540, "y": 1200}  # type: ignore[index]
+    # The planner role's own size wins over [llm]'s: 2400 sends the screen at its own size,
+    # which the server smart-resizes to 1092x2408: the same numbers are another point.
+    cfg = tmp_path / "c.toml"
+    cfg.write_text("[llm]\nmax_image_side = 512\n\n[llm.roles.planner]\nmax_image_side = 2400\n")
+    monkeypatch.setenv("MOBAGENT_CONFIG", str(cfg))
+    rc, out = run(argv, capsys)
     assert rc == 0 and out["operation"]["args"] == {"x": 222, "y": 516}  # type: ignore[index]
+    # --image-side still wins over the config
+    rc, out = run([*argv[:-1], "--image-side", "1024", str(f)], capsys)
+    assert rc == 0 and out["operation"]["args"] == {"x": 540, "y": 1200}  # type: ignore[index]
 
 
 def test_bad_image_side_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:

@@ -14,10 +14,12 @@ import structlog
 
 from models.llm import (
     ChatMessage,
+    CostCap,
     ImageInput,
     LLMBadResponse,
     LLMClient,
     LLMConfigError,
+    LLMCostCapReached,
     LLMInputError,
     LLMRequestError,
     LLMSettings,
@@ -26,6 +28,7 @@ from models.llm import (
     ModelPrice,
     RateLimiter,
     Role,
+    spending_cap,
 )
 from tests.fixtures.openai_server import Behaviour, OpenAIServer
 from tests.llm.conftest import SECRET, png_screen
@@ -211,6 +214,36 @@ async def test_token_cost_and_latency_accounting(
     assert unpriced.cost_usd is None  # choose-m has no price: unknown, not free
     # The reply is a Struct the caller can publish as is.
     assert msgspec.json.decode(msgspec.json.encode(priced))["cost_usd"] == priced.cost_usd
+
+
+async def test_a_call_past_the_cost_cap_is_not_sent(
+    openai_server: OpenAIServer, settings_for: Settings
+) -> None:
+    priced = dict(prompt_tokens=500, completion_tokens=500)  # $0.01 a call at $10/Mtok
+    openai_server.script(*(Behaviour.reply(f"r{i}", **priced) for i in range(4)))
+    prices = {"plan-m": ModelPrice(prompt_per_mtok=10.0, completion_per_mtok=10.0)}
+    # "go" is ~5 prompt tokens (4 characters a token + 4 a message) + 1000 output at worst.
+    worst = (5 + 1000) * 10.0 / 1e6
+    async with LLMClient(settings_for(prices=prices, max_tokens=1000)) as llm:
+        with spending_cap(CostCap(0.025)) as cap:
+            assert cap is not None
+            first = await llm.chat("planner", user("go"))
+            second = await llm.chat("planner", user("go"))
+            assert cap.spent_usd == pytest.approx(0.02)
+            await llm.chat("chooser", user("go"))  # choose-m has no price: nothing to count
+            with pytest.raises(LLMCostCapReached) as err:
+                await llm.chat("planner", user("go"))  # 0.02 + worst > 0.025
+            assert len(openai_server.requests) == 3  # the refused call was never sent
+            assert cap.spent_usd == pytest.approx(0.02)
+            assert [r.text for r in cap.answered] == ["r0", "r1", "r2"]
+            cap.settle((first, second))
+            assert [r.text for r in cap.answered] == ["r2"]
+        # Outside the block the cap is not in force: the same call goes out.
+        assert (await llm.chat("planner", user("go"))).text == "r3"
+    msg = str(err.value)
+    assert msg.startswith("cost cap of $0.025 would be passed: the next planner call (plan-m)")
+    assert f"up to ${worst:.4f} (~5 prompt + 1000 output tokens)" in msg
+    assert "cost $0.0200 so far" in msg
 
 
 async def test_rate_limiter_bounds_concurrency_across_clients(

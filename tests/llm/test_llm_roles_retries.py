@@ -14,6 +14,7 @@ import pytest
 from models.llm import (
     ChatMessage,
     LLMClient,
+    LLMRequestError,
     LLMSettings,
     LLMUnavailable,
     ModelPrice,
@@ -126,6 +127,72 @@ async def test_a_400_refusing_max_tokens_is_retried_once_without_it_and_remember
     assert "temperature" not in bodies[2] and "max_tokens" not in bodies[2]
     assert bodies[3] == {"model": "company-reasoner", "messages": bodies[3]["messages"],
                          "max_completion_tokens": 500}  # remembered: no 400 the next time
+
+
+async def test_a_400_naming_a_parameter_in_its_structured_error_drops_that_one(
+    openai_server: OpenAIServer, settings_for: Settings
+) -> None:
+    # OpenAI's shape: error.param and error.code decide, whatever the message says.
+    openai_server.script(
+        Behaviour.error(400, "Only the default (1) value is supported.", error_param="temperature",
+                        error_code="unsupported_value"),
+        Behaviour.error(400, "Not for this model.", error_param="top_p",
+                        error_code="unsupported_parameter"),
+        "ok", "again",
+    )
+    tools = [{"type": "function", "function": {"name": "stop", "parameters": {}}}]
+    options = {"top_p": 0.9, "tools": tools, "tool_choice": "required"}
+    async with LLMClient(settings_for(max_tokens=200)) as llm:
+        assert (await llm.chat("planner", user("go"), options=options)).text == "ok"
+        assert (await llm.chat("planner", user("go"), options=options)).text == "again"
+    bodies = [r.body or {} for r in openai_server.requests]
+    assert len(bodies) == 4
+    assert bodies[0]["temperature"] == 0.0 and bodies[0]["top_p"] == 0.9
+    assert "temperature" not in bodies[1] and bodies[1]["top_p"] == 0.9
+    # each retry keeps the family's options and the output limit; only the refused one goes
+    for b in bodies[2:]:
+        assert "temperature" not in b and "top_p" not in b
+        assert b["tools"] == tools and b["tool_choice"] == "required" and b["max_tokens"] == 200
+
+
+async def test_a_400_whose_param_is_not_droppable_fails_at_once(
+    openai_server: OpenAIServer, settings_for: Settings
+) -> None:
+    # The message mentions max_tokens and "unsupported", but the server named another param.
+    openai_server.script(
+        Behaviour.error(400, "Unsupported value: image inputs are not supported with max_tokens",
+                        error_param="messages", error_code="unsupported_value"),
+        Behaviour.error(400, "max_tokens is too large: 1000000. This model supports at most "
+                             "16384 completion tokens", error_param="max_tokens",
+                        error_code="integer_above_max_value"),
+    )
+    async with LLMClient(settings_for(max_tokens=1000000)) as llm:
+        with pytest.raises(LLMRequestError) as refused:
+            await llm.chat("planner", user("go"))
+        with pytest.raises(LLMRequestError) as too_large:
+            await llm.chat("planner", user("go"))
+    assert len(openai_server.requests) == 2  # neither retried
+    assert refused.value.status == 400
+    assert "HTTP 400" in str(refused.value) and "(param messages, code unsupported_value)" in str(
+        refused.value)
+    assert "(param max_tokens, code integer_above_max_value)" in str(too_large.value)
+    assert all((r.body or {})["max_tokens"] == 1000000 for r in openai_server.requests)
+
+
+async def test_a_flat_vllm_error_refusing_by_text_is_retried_without_it(
+    openai_server: OpenAIServer, settings_for: Settings
+) -> None:
+    # vLLM's ErrorResponse: no "error" object, param null, a numeric code: the text decides.
+    flat = {"object": "error", "type": "BadRequestError", "param": None, "code": 400,
+            "message": "Unrecognized request argument supplied: max_completion_tokens"}
+    openai_server.script(Behaviour(text=None, status=400, raw_body=msgspec.json.encode(flat)),
+                         "ok")
+    models = RoleModels(planner="o3-mini", chooser="x", reflector="y")  # a reasoning name
+    async with LLMClient(settings_for(models=models, max_tokens=300)) as llm:
+        assert (await llm.chat("planner", user("go"))).text == "ok"
+    first, second = (r.body or {} for r in openai_server.requests)
+    assert first["max_completion_tokens"] == 300 and "max_tokens" not in first
+    assert second["max_tokens"] == 300 and "max_completion_tokens" not in second
 
 
 async def test_a_stream_of_429s_inside_the_budget_is_survived(
