@@ -465,8 +465,8 @@ def match_text(lines: Sequence[OcrLine], query: str,
     # only when alone and covering at least half of the query.
     prefixes: list[TextMatch] = []
     for ln in lines:
-        head = _ELLIPSIS.split(ln.text, maxsplit=1)[0] if _ELLIPSIS.search(ln.text) else ""
-        p, _ = normalize(head)
+        cut = _ELLIPSIS.search(ln.text)
+        p = normalize(ln.text[: cut.start()])[0] if cut else ""
         if len(p) >= 3 and len(p) < len(q) and fold_confusables(q).startswith(
                 fold_confusables(p)):
             prefixes.append(TextMatch(ln.box, ln.text, len(p) / len(q), "prefix", False))
