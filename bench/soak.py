@@ -295,7 +295,10 @@ async def soak(args: argparse.Namespace, adb_port: int, broker: MosquittoBroker,
                 continue
             book.sent.append(iid)
             book.sent_at[iid] = time.monotonic() - t0
-            budget = task.step_budget * 20 + 60
+            # Bounded after the sending stops, so that the soak ends by itself: an
+            # instruction still unfinished `--drain-s` after the deadline counts as lost.
+            budget = min(task.step_budget * 20 + 60,
+                         max(1.0, deadline + args.drain_s - time.monotonic()))
             with anyio.move_on_after(budget):
                 while iid not in book.finished_ids():
                     with anyio.move_on_after(args.resend_s):
@@ -472,6 +475,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "serve it, and --worker-kills of them are SIGKILLed and started again")
     p.add_argument("--workers", type=int, default=2, help="with --perception remote")
     p.add_argument("--worker-kills", type=int, default=1, help="with --perception remote")
+    p.add_argument("--drain-s", type=float, default=120.0,
+                   help="after --minutes, how long unfinished instructions are waited for "
+                        "before they count as lost")
     p.add_argument("--resend-s", type=float, default=20.0,
                    help="the client sends an instruction again (same id) when its episode "
                         "has not started after this long")
