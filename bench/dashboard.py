@@ -480,7 +480,7 @@ def main(argv: list[str] | None = None) -> int:
     os.environ["ANDROID_ADB_SERVER_PORT"] = str(adb_port)
     os.environ["ADB_EMU"] = "0"
     from bench.openai_loopback import OpenAIServer
-    from sim.fleet import ensure_adb_server, find_adb
+    from sim.fleet import ensure_adb_server, stop_adb_server
 
     ensure_adb_server(adb_port)
     script = SwipesScript(args.steps, args.llm_delay)
@@ -552,10 +552,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if broker is not None:
             broker.stop()
-        adb = find_adb()
-        if adb:
-            subprocess.run([adb, "-P", str(adb_port), "kill-server"], capture_output=True,
-                           check=False)
+        stop_adb_server(adb_port)
     per_n = [r for k, r in results.items() if k != "1-phone baseline"]
     print(f"{'N':>3} {'dash cpu/s':>10} {'ms/frame':>8} {'fps/brw/ph':>10} {'cap':>5} "
           f"{'stale':>6} {'ratio w/o':>9} {'ratio w/':>8} {'cost med [95% CI]':>24} "

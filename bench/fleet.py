@@ -810,7 +810,7 @@ def main(argv: list[str] | None = None) -> int:
         RecordedRequest,
         planner_reply,
     )
-    from sim.fleet import ensure_adb_server, find_adb
+    from sim.fleet import ensure_adb_server, stop_adb_server
 
     ensure_adb_server(adb_port)
     counter = {"i": 0}
@@ -879,10 +879,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if broker is not None:
             broker.stop()
-        adb = find_adb()
-        if adb:
-            subprocess.run([adb, "-P", str(adb_port), "kill-server"], capture_output=True,
-                           check=False)
+        stop_adb_server(adb_port)
     def label(r: dict[str, Any]) -> str:  # N, and the lever variant when there are several
         return f"{r['levers']}/{r['n']}" if len(variants) > 1 else str(r["n"])
 

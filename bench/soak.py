@@ -41,7 +41,6 @@ import os
 import random
 import re
 import signal
-import subprocess
 import sys
 import tempfile
 import threading
@@ -515,7 +514,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     import structlog
 
     from bench.openai_loopback import OpenAIServer
-    from sim.fleet import SimFleet, ensure_adb_server, find_adb
+    from sim.fleet import SimFleet, ensure_adb_server, stop_adb_server
 
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(40))
     print("the model is a BENCHMARK STAND-IN (reference operations, seeded failures) on the "
@@ -559,10 +558,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         for w in workers:
             w.stop()
         broker.stop()
-        adb = find_adb()
-        if adb:
-            subprocess.run([adb, "-P", str(adb_port), "kill-server"], capture_output=True,
-                           check=False)
+        stop_adb_server(adb_port)
     print(f"sent {result['sent']}, finished {result['finished']}, lost {result['lost']}, "
           f"run twice {result['twice']}, SU {result['su']}, outcomes {result['outcomes']}")
     print(f"faults: {result['faults']}")

@@ -64,6 +64,13 @@ def find_adb() -> str | None:
         return shutil.which("adb")
 
 
+def stop_adb_server(port: int) -> None:
+    """Stop the adb server a benchmark started on ``port`` (nothing when adb is missing)."""
+    adb = find_adb()
+    if adb:
+        subprocess.run([adb, "-P", str(port), "kill-server"], capture_output=True, check=False)
+
+
 def _server_answers(port: int) -> bool:
     with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=1):
         return True
