@@ -49,7 +49,7 @@ class Captured:
     rgb: np.ndarray
     capture_s: float
     encode_s: float
-    view: bytes = b""  # the frame as the LLM gets it (see ``encode_view``), when asked for
+    view: bytes = b""  # the frame as the LLM gets it (see ``small_views``), when asked for
     screen: bytes = b""  # the small JPEG for watchers (``Screen``), when ``screen_side`` > 0
 
     @property
@@ -86,15 +86,6 @@ def encode_frame(rgb: np.ndarray, fmt: Literal["png", "jpeg"], quality: int = 80
 
 
 SCREEN_QUALITY = 70  # the watchers' small JPEG: a tile or a timeline image, not for reading
-
-
-def encode_view(rgb: np.ndarray, max_side: int, quality: int = 85) -> bytes:
-    """A JPEG of the frame with its longer side at most ``max_side``, for the LLM.
-
-    Made from the pixels capture already has, so the LLM client passes it through instead
-    of decoding the bus JPEG, resizing and encoding again.
-    """
-    return encode_jpeg(shrink(rgb, max_side), quality)
 
 
 def small_views(rgb: np.ndarray, view_side: int, view_quality: int,

@@ -15,6 +15,7 @@ BENCHMARKS = {
     "bus": "bus latency and throughput against raw paho",
     "sim": "simulated phones: screenshots and input commands per second",
     "capture": "raw vs PNG capture paths through adbutils",
+    "codecs": "the one JPEG encoder (OpenCV) against the Pillow paths it replaced",
     "grounding": "OCR and grounding on a Rico-format dataset (--data DIR)",
     "ocr_speed": "OCR seconds per frame, each set-up in its own process (--data DIR)",
     "speculation": "what speculative OCR saves while the planner waits",

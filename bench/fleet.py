@@ -54,7 +54,6 @@ from __future__ import annotations
 
 import argparse
 import base64
-import io
 import json
 import os
 import re
@@ -398,9 +397,11 @@ async def start_fleet(tg: TaskGroup, hbus: Bus, cbus: Bus, worker: Any, serials:
 async def run_n(n: int, args: argparse.Namespace, adb_port: int, llm_url: str,
                 broker_url: str) -> RunStats:
     import msgspec
+    import numpy as np
     import openai
     from PIL import Image
 
+    from devices.codecs import encode_jpeg
     from host.fleet import DeviceHandle, EpisodeControl
     from protocol.messages import CODEC, EpisodeFinished, Instruction, StepTiming
     from runtime import topics
@@ -462,9 +463,7 @@ async def run_n(n: int, args: argparse.Namespace, adb_port: int, llm_url: str,
             def encode(im: Image.Image = img) -> str:
                 im = im.convert("RGB")
                 im = im.reduce(max(1, -(-max(im.size) // 1024)))  # to at most 1024 px
-                buf = io.BytesIO()
-                im.save(buf, "JPEG", quality=80)
-                return base64.b64encode(buf.getvalue()).decode()
+                return base64.b64encode(encode_jpeg(np.asarray(im), 80)).decode()
 
             t_enc = time.perf_counter()
             b64 = await anyio.to_thread.run_sync(encode)

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import difflib
 import hashlib
-import io
 import re
 import threading
 import unicodedata
@@ -30,6 +29,7 @@ import numpy as np
 from cachetools import LRUCache
 from PIL import Image, ImageDraw, ImageFont
 
+from devices.codecs import encode_jpeg, encode_png
 from models.detector import (
     Detector,
     DetectorSettings,
@@ -254,9 +254,7 @@ def mark_candidates(rgb: np.ndarray, boxes: Sequence[Box], quality: int = 85) ->
         ly = min(ly, img.height - th)
         draw.rectangle((lx, ly, lx + tw, ly + th), fill=color)
         draw.text((lx + line_w - tb[0], ly + line_w - tb[1]), label, fill=(255, 255, 255), font=font)
-    buf = io.BytesIO()
-    img.save(buf, format="JPEG", quality=quality)
-    return buf.getvalue()
+    return encode_jpeg(np.asarray(img), quality)
 
 
 def crop_png(rgb: np.ndarray, box: Box, pad_frac: float = 0.15) -> bytes:
@@ -267,8 +265,7 @@ def crop_png(rgb: np.ndarray, box: Box, pad_frac: float = 0.15) -> bytes:
     xb, yb = min(w, int(x2 + px) + 1), min(h, int(y2 + py) + 1)
     if xb <= xa or yb <= ya:
         return b""
-    ok, buf = cv2.imencode(".png", cv2.cvtColor(rgb[ya:yb, xa:xb], cv2.COLOR_RGB2BGR))
-    return buf.tobytes() if ok else b""
+    return encode_png(rgb[ya:yb, xa:xb])
 
 
 def box_center(box: Box) -> Point:

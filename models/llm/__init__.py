@@ -31,7 +31,6 @@ from models.llm.client import (
     RoleModels,
     Roles,
     RoleSettings,
-    encode_jpeg,
     is_reasoning_model,
     parse_duration_s,
     parse_retry_after_s,
@@ -68,6 +67,5 @@ __all__ = [
     "LLMReply",
     "ChatModel",
     "RateLimiter",
-    "encode_jpeg",
     "LLMClient",
 ]

@@ -22,7 +22,6 @@ import base64
 import contextvars
 import datetime as dt
 import hashlib
-import io
 import math
 import os
 import random
@@ -43,7 +42,8 @@ import openai
 import structlog
 from cachetools import LRUCache
 from msgspec import Meta
-from PIL import Image as PILImage
+
+from devices.codecs import fit_jpeg
 
 log = structlog.get_logger(__name__)
 
@@ -533,30 +533,6 @@ class RateLimiter:
             self._slots.release()
 
 
-# ---------------------------------------------------------------------------- images
-
-
-def encode_jpeg(data: bytes, max_side: int, quality: int = 85) -> bytes:
-    """``data`` as JPEG with its longer side at most ``max_side``; blocking, run off the loop.
-
-    A JPEG that already fits is passed through untouched.
-    """
-    try:
-        with PILImage.open(io.BytesIO(data)) as img:
-            if img.format == "JPEG" and max(img.size) <= max_side:
-                return data
-            img.load()
-            out = img.convert("RGB") if img.mode != "RGB" else img.copy()
-    except (OSError, ValueError, PILImage.DecompressionBombError) as exc:
-        raise LLMInputError(f"image does not decode ({len(data)} bytes): {exc}") from exc
-    if max(out.size) > max_side:
-        # thumbnail keeps the aspect ratio and only ever shrinks.
-        out.thumbnail((max_side, max_side), PILImage.Resampling.LANCZOS)
-    buf = io.BytesIO()
-    out.save(buf, format="JPEG", quality=quality, optimize=True)
-    return buf.getvalue()
-
-
 # ---------------------------------------------------------------------------- client
 
 
@@ -823,7 +799,12 @@ class LLMClient:
         key = hashlib.blake2b(image.data, digest_size=16).digest() + f":{side}:{q}".encode()
         url = self._images.get(key)
         if url is None:
-            jpeg = await anyio.to_thread.run_sync(encode_jpeg, image.data, side, q)
+            # The project's one JPEG encoder; a JPEG that fits (capture's view) passes through.
+            try:
+                jpeg = await anyio.to_thread.run_sync(fit_jpeg, image.data, side, q)
+            except ValueError as exc:
+                raise LLMInputError(
+                    f"image does not decode ({len(image.data)} bytes): {exc}") from exc
             url = "data:image/jpeg;base64," + base64.b64encode(jpeg).decode("ascii")
             self._images[key] = url
         return url
