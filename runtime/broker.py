@@ -8,6 +8,7 @@ not for production, where ``bus.url`` points at mosquitto or EMQX.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -26,34 +27,38 @@ class BrokerStartError(RuntimeError):
     pass
 
 
-def _amqtt_config(host: str, port: int) -> dict[str, Any]:
+# amqtt's listener is ``external``: we own the TCP server and hand amqtt each connection,
+# so the port it listens on is ours to read (see ``listen``).
+_LISTENER = "default"
+
+
+def _amqtt_config() -> dict[str, Any]:
     return {
-        "listeners": {"default": {"type": "tcp", "bind": f"{host}:{port}"}},
+        "listeners": {_LISTENER: {"type": "external"}},
         # Only anonymous auth: amqtt's logging and $SYS plugins cost time for nothing here.
         "plugins": {"amqtt.plugins.authentication.AnonymousAuthPlugin": {"allow_anonymous": True}},
     }
 
 
-def bound_port(broker: Any, listener: str) -> int:
-    """The TCP port amqtt's ``listener`` was bound to (asked for port 0: the OS picked it).
+async def listen(broker: Any, host: str, port: int) -> asyncio.Server:
+    """A TCP server on ``host:port`` whose connections go to ``broker``'s external listener;
+    its socket says the port it is bound to (port 0: the one the OS picked).
 
-    The one read of an amqtt private (``Broker._servers``; 0.12 has no public accessor for
-    a listener's address). Why not a public way: probing a free port first and binding amqtt
-    to it afterwards races with every other process picking ports (the test suite starts
-    brokers by the dozen, several sessions share this machine); amqtt's public alternative
-    (an ``external`` listener fed through ``Broker.external_connected``) means running our
-    own TCP server and adapters. Only port 0 needs this; a configured port is used as is.
-    ``tests/runtime/test_broker.py`` fails loudly when amqtt changes the shape read here.
+    amqtt 0.12 keeps the servers it starts itself in a private (``Broker._servers``) and has
+    no public accessor for their address; its public way to serve connections it did not
+    accept is an ``external`` listener fed through ``Broker.external_connected`` with its
+    own stream adapters (``amqtt.adapters``), which is what its ``tcp`` listener does too.
+    So we bind the socket ourselves and read the port from it: no private read, and no
+    probing for a free port first (a race with every other process picking ports).
     """
-    server = getattr(broker, "_servers", {}).get(listener)
-    sockets = getattr(getattr(server, "instance", None), "sockets", None)
-    if not sockets:
-        from importlib.metadata import version
+    from amqtt.adapters import StreamReaderAdapter, StreamWriterAdapter
 
-        raise BrokerStartError(
-            f"cannot read the port amqtt {version('amqtt')} bound listener {listener!r} to "
-            "(Broker._servers changed); set broker.port to a fixed port")
-    return int(sockets[0].getsockname()[1])
+    async def connected(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await broker.external_connected(StreamReaderAdapter(reader), StreamWriterAdapter(writer),
+                                        _LISTENER)
+
+    # reuse_address as amqtt's own listener: a restarted host rebinds a port in TIME_WAIT.
+    return await asyncio.start_server(connected, host or None, port, reuse_address=True)
 
 
 @asynccontextmanager
@@ -63,23 +68,30 @@ async def embedded_broker(cfg: BrokerConfig) -> AsyncIterator[BrokerAddress]:
 
     for name in ("amqtt", "transitions"):
         logging.getLogger(name).setLevel(logging.ERROR)
-    broker = Broker(_amqtt_config(cfg.host, cfg.port))
+    broker = Broker(_amqtt_config())
+    started = False
     try:
         await broker.start()
+        started = True
+        server = await listen(broker, cfg.host, cfg.port)
     except Exception as exc:
+        if started:  # the port was refused: do not leave amqtt's tasks behind
+            with anyio.move_on_after(5, shield=True):
+                await broker.shutdown()
         hint = " (port in use? set broker.port, or bus.url to use the running broker)"
         raise BrokerStartError(f"embedded broker on {cfg.host}:{cfg.port}: {exc}{hint}") from None
     try:
-        port = cfg.port or bound_port(broker, "default")
-        address = BrokerAddress(host=cfg.host, port=port)
+        address = BrokerAddress(host=cfg.host, port=int(server.sockets[0].getsockname()[1]))
         log.info("embedded_broker_started", url=address.url)
         yield address
     finally:
+        server.close()  # no new connections; amqtt's shutdown closes the open ones
         try:
             # Shielded: the block usually ends by cancellation, and a cancelled shutdown
             # leaves amqtt's tasks dangling.
             with anyio.move_on_after(5, shield=True):
                 await broker.shutdown()
+                await server.wait_closed()
         except Exception as exc:  # shutting down must not hide the block's own error
             log.warning("embedded_broker_shutdown_failed", error=str(exc))
 
