@@ -46,7 +46,7 @@ if __package__ in (None, ""):  # run as a script: make the repo importable
 import anyio  # noqa: E402
 import msgspec  # noqa: E402
 
-from actors.config import AgentConfig, load_agent_config  # noqa: E402
+from actors.config import AgentConfig  # noqa: E402
 from actors.planner import Policy  # noqa: E402
 from host.eval import (  # noqa: E402
     Episode,
@@ -58,6 +58,7 @@ from host.eval import (  # noqa: E402
     steps_from_events,
     suite_summary,
 )
+from host.runner import load_host_config  # noqa: E402
 from runtime.config import ConfigError, default_config_path  # noqa: E402
 from runtime.log import configure_logging  # noqa: E402
 from sim.eval.task import Task  # noqa: E402
@@ -204,7 +205,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.settle_s is not None:
         overrides.append(f"agent.settle_s={args.settle_s}")
     try:
-        cfg = load_agent_config(args.config or default_config_path(), overrides=overrides)
+        cfg = load_host_config(args.config or default_config_path(), overrides=overrides)
     except ConfigError as exc:
         print(f"bench/mobile_eval.py: config error: {exc}", file=sys.stderr)
         return 2

@@ -69,12 +69,13 @@ if __package__ in (None, ""):  # run as a script: make the repo importable
 import anyio  # noqa: E402
 import msgspec  # noqa: E402
 
-from actors.config import AgentConfig, load_agent_config  # noqa: E402
+from actors.config import AgentConfig  # noqa: E402
 from actors.planner import Choice, Completion, Decision, LLMPolicy, Policy, StepContext  # noqa: E402
 from bench.mobile_eval import parse_ints  # noqa: E402
 from bench.openai_loopback import Behaviour, OpenAIServer, RecordedRequest  # noqa: E402
 from host.eval import SuiteResult, oracle_policy, run_suite  # noqa: E402
 from host.oracle import OraclePolicy  # noqa: E402
+from host.runner import load_host_config  # noqa: E402
 from protocol.operations import (  # noqa: E402
     Back,
     ClickIcon,
@@ -631,7 +632,7 @@ async def run_family(family: str, args: argparse.Namespace, chosen: list[type[Ta
     model = StandInModel(family, noise=args.noise, timeout_s=args.llm_timeout_s)
     with OpenAIServer(policy=model.answer, keep_requests=False) as srv:
         name = MODELS.get(family, MODELS["react"])
-        cfg = load_agent_config(args.config or default_config_path(), overrides=[
+        cfg = load_host_config(args.config or default_config_path(), overrides=[
             f"llm.base_url={srv.base_url}", "llm.api_key=sk-bench-stand-in",
             f"llm.models.planner={name}", f"llm.family.planner={family}",
             f"llm.timeout_s={args.llm_timeout_s}", "llm.requests_per_minute=100000",
@@ -709,7 +710,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"model_families: no task matches --tasks {args.tasks!r}", file=sys.stderr)
         return 2
     try:
-        base = load_agent_config(args.config or default_config_path(), overrides=list(args.set))
+        base = load_host_config(args.config or default_config_path(), overrides=list(args.set))
     except ConfigError as exc:
         print(f"model_families: config error: {exc}", file=sys.stderr)
         return 2

@@ -216,8 +216,8 @@ async def soak(args: argparse.Namespace, adb_port: int, broker: MosquittoBroker,
     in place when the chaos kills one."""
     import msgspec
 
-    from actors.config import load_agent_config
     from bench.perception_workers import WorkerProcess
+    from host.runner import load_host_config
     from host.serve import serve_agents
     from protocol.messages import CODEC, EpisodeFinished, EpisodeStarted, Instruction
     from runtime import topics
@@ -225,7 +225,7 @@ async def soak(args: argparse.Namespace, adb_port: int, broker: MosquittoBroker,
     from runtime.config import default_config_path
     from sim.eval.tasks import TASKS
 
-    cfg = load_agent_config(default_config_path(), overrides=[
+    cfg = load_host_config(default_config_path(), overrides=[
         f"bus.url={broker.url}", f"llm.base_url={base_url}", "llm.api_key=soak-stand-in",
         f"llm.timeout_s={args.llm_timeout}", "llm.requests_per_minute=6000",
         f"llm.max_concurrent={max(4, args.phones)}", f"fleet.adb_port={adb_port}",

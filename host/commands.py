@@ -24,7 +24,7 @@ from actors.episode import EpisodeOutcome
 from actors.planner import LLMPolicy, Policy
 from devices.adb import AdbDevice, DeviceError
 from devices.discovery import FixedDevices
-from host.runner import agent_host
+from host.runner import AgentHostConfig, agent_host
 from models.llm import LLMClient, LLMConfigError
 from protocol.messages import Instruction
 from recording.reader import episode_events_file, read_events
@@ -43,8 +43,8 @@ from runtime.log import configure_logging
 Sub = Any  # argparse's private _SubParsersAction
 
 
-def _config(args: argparse.Namespace) -> AgentConfig:
-    cfg = config_from_args(args, AgentConfig, unknown_sections="ignore")
+def _config(args: argparse.Namespace) -> AgentHostConfig:
+    cfg = config_from_args(args, AgentHostConfig, unknown_sections="ignore")
     level = getattr(args, "log_level", None) or "warning"
     configure_logging(msgspec.structs.replace(cfg.log, level=level), secret_values(cfg))
     if not cfg.bus.url:  # self-contained commands: an embedded broker on a free port

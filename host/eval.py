@@ -39,7 +39,7 @@ from actors.perception import PerceptionActor
 from actors.planner import Choice, Completion, Decision, Policy, StepContext
 from devices.discovery import FixedDevices
 from host.fleet import FleetHost
-from host.runner import agent_host
+from host.runner import AgentHostConfig, agent_host
 from protocol.messages import Instruction
 from protocol.operations import Operation
 from recording.reader import read_events
@@ -171,7 +171,7 @@ async def run_suite(
     report: bool = False, planner: str = "oracle",
 ) -> SuiteResult:
     """Every (task, seed) through the real agent on ``devices`` simulated phones at once."""
-    cfg = cfg or AgentConfig()
+    cfg = cfg or AgentHostConfig()
     if not cfg.bus.url:  # an embedded broker on a free port: never collide with a running one
         cfg = msgspec.structs.replace(cfg, broker=msgspec.structs.replace(cfg.broker, port=0))
     await anyio.Path(out_dir).mkdir(parents=True, exist_ok=True)

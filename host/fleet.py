@@ -40,7 +40,7 @@ import uuid
 from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Annotated, Literal, Protocol, runtime_checkable
 
 import anyio
 import msgspec
@@ -69,13 +69,43 @@ from protocol.messages import (
 from runtime import topics
 from runtime.actor import Actor, BusLike, Publisher, restart_with_backoff, root_cause, run_actors
 from runtime.bus import Backoff, Bus
-from runtime.config import FleetConfig, RuntimeConfig
+from runtime.config import Port, Positive, RuntimeConfig, Section
 from runtime.dedupe import SeenIds
 
 if TYPE_CHECKING:
     import adbutils
 
 log = structlog.get_logger(__name__)
+
+class FleetConfig(Section):
+    """``[fleet]``: how ``mobagent serve`` finds and drives the phones (host/fleet.py)."""
+
+    max_queued_per_device: Annotated[int, msgspec.Meta(ge=0, le=10_000)] = 4
+    max_fleet_queue: Annotated[int, msgspec.Meta(ge=0, le=100_000)] = 64
+    cancel_grace_s: Positive = 5.0  # Cancel -> hard stop when no safe point came in time
+    episode_timeout_s: Positive = 1800.0
+    adb_host: str = "127.0.0.1"
+    adb_port: Port = 0  # 0: $ANDROID_ADB_SERVER_PORT, else 5037
+    adb_timeout_s: Positive = 15.0
+    startup_wait_s: Positive = 10.0  # instructions wait this long for the first listing
+    serials: list[str] = []  # only these phones (empty: every phone adb lists)
+    publish_timeout_s: Positive = 60.0  # terminal events and status retry this long
+    offline_poll_s: Positive = 0.5  # after a device-offline failure, how often to re-check it
+
+
+class FleetHostConfig(RuntimeConfig):
+    """The runtime's sections plus ``[fleet]``: what a plain fleet host (``serve_fleet``)
+    loads. The agent's host adds the same section to the agent's (``host.runner``)."""
+
+    fleet: FleetConfig = msgspec.field(default_factory=FleetConfig)
+
+
+def fleet_section(cfg: RuntimeConfig) -> FleetConfig:
+    """``cfg``'s ``[fleet]`` when its schema has one (``FleetHostConfig``,
+    ``AgentHostConfig``), else the defaults."""
+    fleet = getattr(cfg, "fleet", None)
+    return fleet if isinstance(fleet, FleetConfig) else FleetConfig()
+
 
 DeviceState = Literal["idle", "busy", "offline"]
 OFFLINE_REASON = "device offline"
@@ -838,7 +868,7 @@ class FleetHost:
         self.episode_settings = episode_settings
         self.tracing = tracing or Tracing()  # the work's traces, flushed when the host stops
         self.source = source
-        self.fleet_config = fleet_config or cfg.fleet
+        self.fleet_config = fleet_config or fleet_section(cfg)
         self.fleet: FleetManager | None = None  # built with the host's bus
         self.runtime = HostRuntime(cfg, on_instruction=self._submit, actors=self._actors)
 

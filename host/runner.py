@@ -16,7 +16,9 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
+
+import msgspec
 
 from actors.config import AgentConfig, episode_settings
 from actors.episode import DeviceAgent
@@ -27,7 +29,7 @@ from actors.services import AgentServices
 from actors.telemetry import Tracing
 from devices.adb import AdbDevice
 from devices.discovery import DeviceSource
-from host.fleet import DeviceHandle, FleetHost, RunEpisode
+from host.fleet import DeviceHandle, FleetConfig, FleetHost, RunEpisode
 from host.fleet_worker import agent_worker
 from protocol.messages import (
     ActionDone,
@@ -45,9 +47,24 @@ from recording.recorder import Recorder
 from runtime import topics
 from runtime.actor import Actor, Publisher
 from runtime.bus import Bus
-from runtime.config import FleetConfig
+from runtime.config import load_config
 
-PolicyFor = Callable[[str, Instruction], Policy]  # (serial, instruction) -> policy
+PolicyFor = Callable[[str, Instruction], Policy]
+
+
+class AgentHostConfig(AgentConfig):
+    """The agent's sections plus the host's ``[fleet]`` (host/fleet.py): what ``serve``,
+    ``run``, ``demo`` and the Mobile-Eval runner load. The fleet section lives here, not in
+    runtime/ or actors/: finding phones through adb is the host's business."""
+
+    fleet: FleetConfig = msgspec.field(default_factory=FleetConfig)
+
+
+def load_host_config(path: str | Path | None, *, overrides: list[str] | None = None,
+                     env: Any = None) -> AgentHostConfig:
+    """``AgentHostConfig`` from a file (other packages' sections skipped), env, overrides."""
+    return load_config(path, AgentHostConfig, overrides=overrides or [], env=env,
+                       unknown_sections="ignore")  # (serial, instruction) -> policy
 SHOWN = (EpisodeStarted, Plan, NotFound, ActionDone, Reflection, EpisodeFinished, Error)
 
 

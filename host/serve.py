@@ -32,10 +32,9 @@ import msgspec
 import structlog
 from anyio.abc import TaskStatus
 
-from actors.config import AgentConfig
 from actors.planner import LLMPolicy, Policy
 from host.host_runtime import serve as serve_runtime
-from host.runner import agent_host
+from host.runner import AgentHostConfig, agent_host
 from models.llm import LLMClient, LLMConfigError
 from protocol.messages import Instruction
 from runtime import topics
@@ -55,7 +54,7 @@ NO_KEY_HELP = (
 
 
 async def serve_agents(
-    cfg: AgentConfig, *, record_dir: Path | None = None,
+    cfg: AgentHostConfig, *, record_dir: Path | None = None,
     task_status: TaskStatus[str] = anyio.TASK_STATUS_IGNORED,
 ) -> int:
     """Run the host with the agent on every phone until cancelled.
@@ -81,7 +80,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if args.runtime_only:
         runtime_cfg = prepare(args, RuntimeConfig)
         return run_until_signalled(lambda: serve_runtime(runtime_cfg), interrupted=EXIT_OK)
-    cfg = prepare(args, AgentConfig)
+    cfg = prepare(args, AgentHostConfig)
     try:
         cfg.llm.resolve_api_key()
     except LLMConfigError as exc:

@@ -95,29 +95,12 @@ class HostConfig(Section):
     name: str = ""  # empty: the machine's host name
 
 
-class FleetConfig(Section):
-    """``[fleet]``: how ``mobagent serve`` finds and drives the phones (host/fleet.py)."""
-
-    max_queued_per_device: Annotated[int, msgspec.Meta(ge=0, le=10_000)] = 4
-    max_fleet_queue: Annotated[int, msgspec.Meta(ge=0, le=100_000)] = 64
-    cancel_grace_s: Positive = 5.0  # Cancel -> hard stop when no safe point came in time
-    episode_timeout_s: Positive = 1800.0
-    adb_host: str = "127.0.0.1"
-    adb_port: Port = 0  # 0: $ANDROID_ADB_SERVER_PORT, else 5037
-    adb_timeout_s: Positive = 15.0
-    startup_wait_s: Positive = 10.0  # instructions wait this long for the first listing
-    serials: list[str] = []  # only these phones (empty: every phone adb lists)
-    publish_timeout_s: Positive = 60.0  # terminal events and status retry this long
-    offline_poll_s: Positive = 0.5  # after a device-offline failure, how often to re-check it
-
-
 class RuntimeConfig(Section):
     host: HostConfig = msgspec.field(default_factory=HostConfig)
     bus: BusConfig = msgspec.field(default_factory=BusConfig)
     broker: BrokerConfig = msgspec.field(default_factory=BrokerConfig)
     limits: LimitsConfig = msgspec.field(default_factory=LimitsConfig)
     log: LogConfig = msgspec.field(default_factory=LogConfig)
-    fleet: FleetConfig = msgspec.field(default_factory=FleetConfig)
 
 
 # ---- loading ------------------------------------------------------------------------------

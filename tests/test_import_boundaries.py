@@ -100,3 +100,40 @@ def test_only_the_bench_command_points_into_bench() -> None:
     targets |= {name: str(value) for name, value in project["scripts"].items()}
     into_bench = sorted(name for name, value in targets.items() if value.startswith("bench"))
     assert into_bench == ["bench"]
+
+
+def runtime_names(path: Path) -> set[str]:
+    """The identifiers ``path`` defines or uses (names, attributes, arguments, fields)."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            names.add(node.id)
+        elif isinstance(node, ast.Attribute):
+            names.add(node.attr)
+        elif isinstance(node, ast.arg):
+            names.add(node.arg)
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names.add(node.name)
+    return names
+
+
+# Words of phones, images and reports that no runtime identifier may contain.
+ANDROID_WORDS = ("adb", "android", "screencap", "serials", "jpeg", "png", "image", "pixel",
+                 "html")
+
+
+def test_runtime_code_knows_nothing_of_android() -> None:
+    """No import is not enough: runtime/ must not carry adb settings, image or HTML code
+    either (the ``[fleet]`` section with the adb server's address lives in host/fleet.py)."""
+    offenders = sorted(
+        f"{path.relative_to(ROOT)}: {name}"
+        for path in (ROOT / "runtime").rglob("*.py") for name in runtime_names(path)
+        if any(word in name.lower() for word in ANDROID_WORDS))
+    assert not offenders, "\n".join(offenders)
+
+
+def test_the_android_check_sees_a_violation(tmp_path: Path) -> None:
+    bad = tmp_path / "x.py"
+    bad.write_text("class FleetConfig:\n    adb_port: int = 0\n")
+    assert "adb_port" in runtime_names(bad)

@@ -18,7 +18,7 @@ from contextlib import asynccontextmanager
 import anyio
 import pytest
 
-from actors.config import AgentConfig, AgentSettings
+from actors.config import AgentSettings
 from actors.episode import DeviceAgent
 from actors.perception import PerceptionActor
 from actors.planner import LLMPolicy, ScriptedPolicy
@@ -26,7 +26,7 @@ from actors.services import AgentServices
 from host.fleet import OFFLINE_REASON, FleetConfig, FleetManager, run_fleet
 from host.fleet_worker import RunEpisode
 from host.fleet_worker import agent_worker as fleet_worker
-from host.runner import agent_host
+from host.runner import AgentHostConfig, agent_host
 from models.llm import LLMClient, LLMSettings, RoleModels
 from protocol.messages import CODEC, ActRequest, Frame, FrameRequest, Instruction, ReflectRequest
 from protocol.operations import Back
@@ -142,10 +142,10 @@ async def test_a_phone_dropped_mid_episode_ends_it_once_with_device_offline(
     settings = AgentSettings(settle_s=0.05, wait_s=0.1, max_steps=60, speculative_ocr=False,
                              ocr_hints=False, completion_check=False, loop_guard=1000,
                              revisit_guard=1000)
-    cfg = AgentConfig(bus=BusConfig(url=mosquitto.url), host=HostConfig(name="drop-host"),
-                      agent=settings,
-                      fleet=FleetConfig(serials=[victim], adb_port=adb_server.port,
-                                        adb_timeout_s=5.0, publish_timeout_s=10.0))
+    cfg = AgentHostConfig(bus=BusConfig(url=mosquitto.url), host=HostConfig(name="drop-host"),
+                          agent=settings,
+                          fleet=FleetConfig(serials=[victim], adb_port=adb_server.port,
+                                            adb_timeout_s=5.0, publish_timeout_s=10.0))
 
     def policy_for(_serial: str, instr: Instruction) -> ScriptedPolicy:
         return ScriptedPolicy([Back()] * (50 if instr.id == "doomed" else 1))

@@ -153,14 +153,14 @@ async def test_stopping_serve_fleet_reports_the_running_episode_and_offline(
 ) -> None:
     """Cancelling ``serve_fleet`` (what SIGTERM does) is orderly: the running episode ends
     ``failed: host stopping`` and the phone goes ``offline`` while the bus is still up."""
-    from host.fleet import serve_fleet
+    from host.fleet import FleetHostConfig, serve_fleet
     from protocol.messages import Instruction
-    from runtime.config import RuntimeConfig, load_config
+    from runtime.config import load_config
     from tests.fleet.helpers import ScriptedWork
 
     fleet = sim_fleet(count=1, stand_in=True)
     (serial,) = fleet.serials
-    cfg = load_config(None, RuntimeConfig, env={}, overrides={
+    cfg = load_config(None, FleetHostConfig, env={}, overrides={
         "bus.url": mosquitto.url, "host.name": "stop-host", "fleet.serials": [serial],
         "fleet.adb_port": fleet.adb_port})
     work = ScriptedWork(steps=50, step_s=0.2)
