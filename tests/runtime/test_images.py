@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from devices.codecs import decode_rgb, encode_jpeg, encode_png, shrink
+from devices.codecs import decode_rgb, encode_jpeg, encode_png, fit_jpeg, shrink
 
 
 def screen(h: int = 240, w: int = 108) -> np.ndarray:
@@ -64,3 +64,33 @@ def test_shrink_keeps_aspect_and_matches_area_averaging() -> None:
     ref = np.asarray(Image.fromarray(rgb).resize((461, 1024), Image.Resampling.BOX))
     assert np.abs(small.astype(int) - ref.astype(int)).mean() < 4
     assert shrink(rgb, 4000) is rgb and shrink(rgb, 0) is rgb
+
+
+def test_encode_jpeg_shrinks_to_max_side_and_optimize_only_shrinks_bytes() -> None:
+    rgb = screen(480, 216)
+    small = decode_rgb(encode_jpeg(rgb, 85, max_side=120))
+    assert small.shape == (120, 54, 3)
+    plain, optimized = encode_jpeg(rgb, 85), encode_jpeg(rgb, 85, optimize=True)
+    assert len(optimized) < len(plain)
+    np.testing.assert_array_equal(decode_rgb(plain), decode_rgb(optimized))  # same pixels
+
+
+def test_encode_jpeg_writes_what_pillow_writes() -> None:
+    """The marked-candidates image moved from Pillow's save to the codec: same bytes."""
+    rgb = screen()
+    buf = io.BytesIO()
+    Image.fromarray(rgb).save(buf, format="JPEG", quality=85)
+    assert encode_jpeg(rgb, 85) == buf.getvalue()
+
+
+def test_fit_jpeg_passes_a_fitting_jpeg_through_and_shrinks_the_rest() -> None:
+    rgb = screen(480, 216)
+    jpeg = encode_jpeg(rgb, 80)
+    assert fit_jpeg(jpeg, 480) is jpeg  # untouched, not encoded twice
+    shrunk = fit_jpeg(jpeg, 240)
+    assert decode_rgb(shrunk).shape == (240, 108, 3)
+    png = encode_png(rgb)  # fits, but is no JPEG: encoded once
+    out = fit_jpeg(png, 4000)
+    assert out[:3] == b"\xff\xd8\xff" and decode_rgb(out).shape == rgb.shape
+    with pytest.raises(ValueError, match="not a readable image"):
+        fit_jpeg(b"\x89PNG definitely not an image", 100)
