@@ -258,7 +258,7 @@ def main(argv: list[str] | None = None) -> int:
         results = run(address, args.small, args.frames, args.throughput, max(1, args.rounds))
     finally:
         if broker is not None:
-            broker.stop()
+            broker.remove()  # its temporary workdir too
     results["broker"] = "mosquitto (private, loopback)" if broker else address.url
     results["cpus"] = os.cpu_count()
     print_table(results)

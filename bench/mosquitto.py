@@ -163,6 +163,13 @@ class MosquittoBroker:
             self.proc.kill()
             self.proc.wait(timeout=5)
 
+    def remove(self, sig: int = signal.SIGTERM) -> None:
+        """Stop, then delete ``workdir`` (config, log, persistence): for a broker whose
+        workdir was made for it (``tempfile.mkdtemp``), which would otherwise stay behind,
+        owned by the ``mosquitto`` user."""
+        self.stop(sig)
+        shutil.rmtree(self.workdir, ignore_errors=True)
+
     def restart(self, sig: int = signal.SIGTERM, down_s: float = 0.0) -> None:
         """Kill and start again on the same port with the same persistent state."""
         self.stop(sig)

@@ -209,7 +209,7 @@ def main(argv: list[str] | None = None) -> int:
                             args.resend_s)
     finally:
         if broker is not None:
-            broker.stop()
+            broker.remove()  # its temporary workdir too
     for name in ("one_worker", "two_workers", "two_workers_one_killed"):
         r = results[name]
         print(f"{name:24} {r['answered']:3}/{r['requests']:<3} answered  lost {r['lost']}  "

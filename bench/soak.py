@@ -18,8 +18,9 @@ What runs, all real but the model:
   (``fleet.restart``); with ``--perception remote`` the host runs no perception and
   ``--workers`` ``mobagent perceive`` processes serve it, ``--worker-kills`` of them
   SIGKILLed mid-run and started again (the host re-sends what a dead worker held);
-- the client's side of the contract: an instruction whose episode has not started after
-  ``--resend-s`` is sent again with its id (the host drops a copy it has seen).
+- the client's side of the contract: an instruction whose outcome has not come after
+  ``--resend-s`` is sent again with its id (the host drops a copy it has seen, and answers
+  one it has finished with its outcome again: what a broker SIGKILL lost).
 
 After ``--minutes`` no new instruction is sent; the outstanding ones are waited for (each at
 most 20 s per step of its budget, plus a minute: past that it counts as lost), then the host is
@@ -171,6 +172,34 @@ class StandInModel:
         return f"Box: {labels[0]}"
 
 
+class TaskPicker:
+    """The soak's next task for a phone: one whose instruction no other phone has now,
+    registered with the stand-in model.
+
+    A task is made for the phones' own seed (``phone_seed``), as ``host/eval.py`` and
+    ``bench/fleet.py`` do: a task's reference operations are worked out on a phone of the
+    task's seed (a seed shuffles the Settings lists, the TikTok feed, the fonts), so a
+    reference made for another seed pages past ``Network & internet`` on these phones, or
+    likes the wrong video, and the stand-in, which plays the reference blindly, fails.
+    """
+
+    def __init__(self, pool: Sequence[type[Any]], model: StandInModel, rng: random.Random,
+                 *, phone_seed: int) -> None:
+        self.pool = list(pool)
+        self.model = model
+        self.rng = rng
+        self.phone_seed = phone_seed
+
+    def pick(self, serial: str) -> Any:
+        for cls in self.rng.sample(self.pool, len(self.pool)):
+            task = cls(self.phone_seed)
+            job = Job(_one_line(task.instruction),
+                      [_one_line(format_operation(op)) for op in task.reference])
+            if self.model.add(serial, job):
+                return task
+        return None
+
+
 # ---------------------------------------------------------------- the client's book-keeping
 
 
@@ -186,8 +215,10 @@ class Book:
     misses: dict[str, str] = field(default_factory=dict)  # succeeded, check fails: id -> task
     checked: int = 0
     resent: int = 0  # instructions sent again (same id): no EpisodeStarted within --resend-s
+    resent_started: int = 0  # sent again after its episode started: no outcome yet
     resends: dict[str, int] = field(default_factory=dict)
     sent_at: dict[str, float] = field(default_factory=dict)  # instruction id -> first send, s
+    task_of: dict[str, str] = field(default_factory=dict)  # instruction id -> task id
     changed: anyio.Event = field(default_factory=anyio.Event)
 
     def finished_ids(self) -> set[str]:
@@ -240,7 +271,8 @@ async def soak(args: argparse.Namespace, adb_port: int, broker: MosquittoBroker,
     faults: list[dict[str, Any]] = []
     t0 = time.monotonic()
     deadline = t0 + args.minutes * 60
-    pool = [t for t in TASKS if t.tier in (1, 2)]
+    picker = TaskPicker([t for t in TASKS if t.tier in (1, 2)], model, rng,
+                        phone_seed=fleet.seed)
 
     snapshots: dict[str, Any] = {}
 
@@ -263,25 +295,15 @@ async def soak(args: argparse.Namespace, adb_port: int, broker: MosquittoBroker,
                     book.reasons[msg.instruction_id] = f"{msg.status}: {msg.reason}"[:200]
             book.poke()
 
-    def pick(serial: str) -> Any:
-        """A task whose instruction no other phone has now, registered with the model."""
-        for cls in rng.sample(pool, len(pool)):
-            task = cls(rng.randrange(1000))
-            job = Job(_one_line(task.instruction),
-                      [_one_line(format_operation(op)) for op in task.reference])
-            if model.add(serial, job):
-                return task
-        return None
-
     async def phone_loop(bus: Bus, serial: str, index: int) -> None:
         phone = fleet.phone(serial)
         k = 0
         while time.monotonic() < deadline:
             k += 1
-            task = pick(serial)  # picked and registered with no await between
+            task = picker.pick(serial)  # picked and registered with no await between
             while task is None:  # every instruction is another phone's now: wait for one
                 await anyio.sleep(0.5)
-                task = pick(serial)
+                task = picker.pick(serial)
             await anyio.to_thread.run_sync(task.setup, phone)
             iid = f"soak-{index:02d}-{k:04d}"
             instruction = Instruction(id=iid, text=task.instruction, max_steps=task.step_budget)
@@ -293,6 +315,7 @@ async def soak(args: argparse.Namespace, adb_port: int, broker: MosquittoBroker,
                 await anyio.sleep(1.0)
                 continue
             book.sent.append(iid)
+            book.task_of[iid] = task.task_id()
             book.sent_at[iid] = time.monotonic() - t0
             # Bounded after the sending stops, so that the soak ends by itself: an
             # instruction still unfinished `--drain-s` after the deadline counts as lost.
@@ -303,14 +326,20 @@ async def soak(args: argparse.Namespace, adb_port: int, broker: MosquittoBroker,
                     with anyio.move_on_after(args.resend_s):
                         await book.changed.wait()
                     # The client's side of the contract (docs/fleet.md): an instruction
-                    # whose episode has not started is sent again with its id (a broker
-                    # SIGKILLed with it unsaved lost it; the host drops a copy it has seen).
-                    if (iid not in book.started and iid not in book.finished_ids()
+                    # whose outcome has not come is sent again with its id. Not started: a
+                    # broker SIGKILLed with it unsaved lost it (the host drops a copy it has
+                    # seen). Started: its outcome may be what the broker lost (a host that
+                    # has finished it publishes the outcome again; a running one says
+                    # nothing).
+                    if (iid not in book.finished_ids()
                             and time.monotonic() - t0 - book.sent_at[iid]
                             >= args.resend_s * (book.resends.get(iid, 0) + 1)):
                         with anyio.move_on_after(cfg.bus.publish_timeout_s + 5):
                             await bus.publish(topics.device_instructions(serial), instruction)
-                            book.resent += 1
+                            if iid in book.started:
+                                book.resent_started += 1
+                            else:
+                                book.resent += 1
                             book.resends[iid] = book.resends.get(iid, 0) + 1
             if iid in book.finished_ids():
                 book.checked += 1
@@ -360,7 +389,8 @@ async def soak(args: argparse.Namespace, adb_port: int, broker: MosquittoBroker,
     async with anyio.create_task_group() as outer:
         outer.start_soon(sample_rss)
         async with anyio.create_task_group() as host_tg:
-            await host_tg.start(serve_agents, cfg)
+            await host_tg.start(functools.partial(
+                serve_agents, cfg, record_dir=Path(args.record) if args.record else None))
             async with Bus(cfg.bus, address, client_id="soak-client", persistent=True,
                            codec=CODEC) as bus, anyio.create_task_group() as client_tg:
                 for kind in ("episode_started", "episode_finished"):
@@ -399,9 +429,11 @@ async def soak(args: argparse.Namespace, adb_port: int, broker: MosquittoBroker,
         "lost_near_broker_kill": sum(1 for i in lost if any(
             0 <= k - book.sent_at.get(i, -1e9) <= 60 for k in kills)),
         "lost_started": sum(1 for i in lost if i in book.started),
-        "resent": book.resent, "perception": args.perception,
+        "resent": book.resent, "resent_started": book.resent_started,
+        "perception": args.perception,
         "twice": len(twice), "twice_ids": twice[:20],
-        "outcomes": dict(outcomes), "not_succeeded": dict(sorted(book.reasons.items())[:20]),
+        "outcomes": dict(outcomes), "not_succeeded": {i: f"{book.task_of.get(i)}: {r}"
+                          for i, r in sorted(book.reasons.items())[:20]},
         "succeeded_but_check_failed": dict(sorted(book.misses.items())[:20]),
         "su": round(book.succeeded_su / book.checked, 3) if book.checked else None,
         "faults": faults, "model_answers": dict(model.stats),
@@ -478,13 +510,16 @@ def build_parser() -> argparse.ArgumentParser:
                    help="after --minutes, how long unfinished instructions are waited for "
                         "before they count as lost")
     p.add_argument("--resend-s", type=float, default=20.0,
-                   help="the client sends an instruction again (same id) when its episode "
-                        "has not started after this long")
+                   help="the client sends an instruction again (same id) when its outcome "
+                        "has not come after this long, and again each time it passes")
     p.add_argument("--phone-drops", type=int, default=1)
     p.add_argument("--faults", type=float, default=0.03,
                    help="share of model answers of each failure kind (500, 429, slow, timeout)")
     p.add_argument("--llm-delay", type=float, default=0.5, help="the stand-in's think time, s")
     p.add_argument("--llm-timeout", type=float, default=6.0, help="llm.timeout_s")
+    p.add_argument("--record", metavar="DIR",
+                   help="record every episode under DIR, as `mobagent serve --record` does "
+                        "(`mobagent report DIR` renders it): to read a failing episode's steps")
     p.add_argument("--malloc-default", action="store_true",
                    help="keep glibc's malloc defaults (runtime/memory.py: they let RSS grow)")
     p.add_argument("--tracemalloc", action="store_true",
@@ -557,7 +592,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         for w in workers:
             w.stop()
-        broker.stop()
+        broker.remove()  # and its temporary workdir (persistence, log)
         stop_adb_server(adb_port)
     print(f"sent {result['sent']}, finished {result['finished']}, lost {result['lost']}, "
           f"run twice {result['twice']}, SU {result['su']}, outcomes {result['outcomes']}")

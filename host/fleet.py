@@ -37,7 +37,7 @@ a bus you already have (tests, benchmarks).
 from __future__ import annotations
 
 import uuid
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Annotated, Literal, Protocol, runtime_checkable
@@ -109,6 +109,7 @@ def fleet_section(cfg: RuntimeConfig) -> FleetConfig:
 
 DeviceState = Literal["idle", "busy", "offline"]
 OFFLINE_REASON = "device offline"
+OUTCOMES_KEPT = 10_000  # as many as the ids SeenIds remembers (a reason is at most 2000 chars)
 
 
 # ---- what the per-phone work is given ---------------------------------------------------
@@ -326,6 +327,9 @@ class FleetManager(Actor):
         self.source: DeviceSource = source or AdbDevices(
             self.config.adb_host, self._adb_port, timeout_s=self.config.adb_timeout_s)
         self._slots: dict[str, DeviceSlot] = {}
+        # The outcomes published lately, by instruction id, with the phone they went out on:
+        # a re-sent instruction id gets its outcome again (repeat_outcome).
+        self._outcomes: OrderedDict[str, tuple[str | None, EpisodeFinished]] = OrderedDict()
         self._fleet_queue: deque[Job] = deque()
         self._seen = SeenIds()
         self._ready = anyio.Event()
@@ -367,6 +371,22 @@ class FleetManager(Actor):
     async def submit(self, serial: str | None, instr: Instruction) -> None:
         """Take an accepted instruction: for ``serial``, or fleet-wide when it is None."""
         await self._accept(serial, instr)
+
+    async def repeat_outcome(self, serial: str | None, instr: Instruction) -> None:
+        """An instruction id seen before, sent again: publish its outcome again if it has one.
+
+        A broker SIGKILLed before its autosave loses the subscribers' sessions, so an outcome
+        published once it is back, before the submitter has subscribed again, reaches nobody
+        (its publish was acknowledged all the same). The submitter re-sends an instruction
+        whose outcome it has not seen, as it does one whose episode has not started; this
+        answers it, with the same episode id. One still queued or running says nothing: its
+        outcome is still to come.
+        """
+        kept = self._outcomes.get(instr.id)
+        if kept is None or (serial is not None and kept[0] not in (serial, None)):
+            return  # not finished here (yet), or another phone's id
+        log.info("fleet_outcome_repeated", id=instr.id, status=kept[1].status)
+        await self._publish_event(kept[0], kept[1], terminal=True)
 
     async def run_on(self, serial: str, instr: Instruction) -> JobOutcome:
         """Run ``instr`` on ``serial`` (queued like any other) and wait for its outcome.
@@ -810,6 +830,11 @@ class FleetManager(Actor):
         await self._publish(topics.host_status(self.host), msg, retain=True, terminal=True)
 
     async def _publish_event(self, serial: str | None, msg: Msg, *, terminal: bool = False) -> None:
+        if isinstance(msg, EpisodeFinished):
+            self._outcomes[msg.instruction_id] = (serial, msg)
+            self._outcomes.move_to_end(msg.instruction_id)
+            while len(self._outcomes) > OUTCOMES_KEPT:
+                self._outcomes.popitem(last=False)
         topic = topics.device_event(serial, msg) if serial else topics.host_event(self.host, msg)
         await self._publish(topic, msg, terminal=terminal)
 
@@ -840,7 +865,8 @@ async def run_fleet(
 ) -> None:
     """Run ``fleet`` on a connected bus with its own instruction gate, until cancelled."""
     gate = InstructionGate(bus, max_chars=fleet.max_instruction_chars,
-                           on_instruction=fleet.submit, host=fleet.host)
+                           on_instruction=fleet.submit, on_duplicate=fleet.repeat_outcome,
+                           host=fleet.host)
     await run_actors(bus, [gate, fleet, *extra_actors])
 
 
@@ -870,7 +896,8 @@ class FleetHost:
         self.source = source
         self.fleet_config = fleet_config or fleet_section(cfg)
         self.fleet: FleetManager | None = None  # built with the host's bus
-        self.runtime = HostRuntime(cfg, on_instruction=self._submit, actors=self._actors)
+        self.runtime = HostRuntime(cfg, on_instruction=self._submit,
+                                   on_duplicate=self._repeat_outcome, actors=self._actors)
 
     def _actors(self, bus: Bus) -> list[Actor]:
         run_episode, extra = self.work(bus)
@@ -886,6 +913,10 @@ class FleetHost:
     async def _submit(self, serial: str | None, instr: Instruction) -> None:
         if self.fleet is not None:  # the gate only passes instructions once actors run
             await self.fleet.submit(serial, instr)
+
+    async def _repeat_outcome(self, serial: str | None, instr: Instruction) -> None:
+        if self.fleet is not None:
+            await self.fleet.repeat_outcome(serial, instr)
 
     async def run_on(self, serial: str, instr: Instruction) -> JobOutcome:
         """Run ``instr`` on ``serial`` now and wait for its outcome (``FleetManager.run_on``)."""

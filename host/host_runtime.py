@@ -63,6 +63,7 @@ class InstructionGate(Actor):
         *,
         max_chars: int,
         on_instruction: InstructionHandler | None = None,
+        on_duplicate: InstructionHandler | None = None,
         host: str = "",
         seen: SeenIds | None = None,
     ) -> None:
@@ -70,6 +71,7 @@ class InstructionGate(Actor):
         self.inbox = (topics.all_instructions_filter(), topics.shared_fleet_instructions())
         self.max_chars = max_chars
         self.on_instruction = on_instruction
+        self.on_duplicate = on_duplicate  # a re-send: the fleet answers it with the outcome
         self.seen = seen if seen is not None else SeenIds()
         self.accepted = 0
         self.duplicates = 0
@@ -93,6 +95,8 @@ class InstructionGate(Actor):
         if not self.seen.first_time(msg.id):
             self.duplicates += 1
             log.info("instruction_duplicate", id=msg.id)
+            if self.on_duplicate is not None:
+                await self.on_duplicate(serial, msg)
             return
         self.accepted += 1
         log.info("instruction_accepted", id=msg.id, chars=len(msg.text))
@@ -129,11 +133,13 @@ class HostRuntime:
         cfg: RuntimeConfig,
         *,
         on_instruction: InstructionHandler | None = None,
+        on_duplicate: InstructionHandler | None = None,
         actors: Callable[[Bus], Sequence[Actor]] | None = None,
     ) -> None:
         self.cfg = cfg
         self.host = host_name(cfg)
         self.on_instruction = on_instruction
+        self.on_duplicate = on_duplicate
         self.make_actors = actors
         self.bus: Bus | None = None
         self.gate: InstructionGate | None = None
@@ -160,7 +166,8 @@ class HostRuntime:
                 await bus.publish(status_topic, self.status("online"), retain=True)
                 self.gate = InstructionGate(
                     bus, max_chars=cfg.limits.max_instruction_chars,
-                    on_instruction=self.on_instruction, host=self.host,
+                    on_instruction=self.on_instruction, on_duplicate=self.on_duplicate,
+                    host=self.host,
                 )
                 actors: list[Actor] = [self.gate]
                 event_file = None

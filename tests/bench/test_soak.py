@@ -5,8 +5,11 @@ lost, nothing run twice, nothing left running)."""
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -68,11 +71,23 @@ def test_a_share_of_answers_fail_in_each_way() -> None:
 
 @pytest.mark.skipif(MOSQUITTO is None, reason="mosquitto is not installed")
 def test_a_brief_soak_loses_nothing_and_runs_nothing_twice(tmp_path: Path) -> None:
+    # Its own TMPDIR (under /tmp, open to the mosquitto user, unlike pytest's): the broker's
+    # workdir must be gone at the end.
+    tmp = Path(tempfile.mkdtemp(prefix="soak-test-tmp-"))
+    tmp.chmod(0o755)
+    try:
+        _brief_soak(tmp)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _brief_soak(tmp: Path) -> None:
     done = subprocess.run(
         [sys.executable, "-m", "bench.soak", "--phones", "2", "--minutes", "0.75",
          "--broker-restarts", "1", "--broker-kills", "1", "--phone-drops", "1", "--seed", "3",
          "--perception", "remote", "--workers", "2", "--worker-kills", "1"],
-        cwd=ROOT, capture_output=True, text=True, timeout=600, check=False)
+        cwd=ROOT, capture_output=True, text=True, timeout=600, check=False,
+        env={**os.environ, "TMPDIR": str(tmp)})
     lines = done.stdout.strip().splitlines()
     assert lines, done.stderr[-3000:]
     out = json.loads(lines[-1])
@@ -89,3 +104,32 @@ def test_a_brief_soak_loses_nothing_and_runs_nothing_twice(tmp_path: Path) -> No
                 "model_answers", "elapsed_s", "resent", "lost_near_broker_kill",
                 "rss_growth_from_second_minute"):
         assert key in out
+    assert not list(tmp.glob("soak-mosquitto-*")), "the broker's workdir was left behind"
+
+
+@pytest.mark.parametrize("phone_seed", [0, 3])
+def test_each_task_the_soak_picks_is_solved_by_its_reference_on_the_soaks_phones(
+        phone_seed: int) -> None:
+    """The stand-in plays a task's reference blindly, so the reference must be the one for
+    the phones the soak runs (a task made for another seed pages past Settings' `Network &
+    internet` on them: the loop-guard failures of the first 16-phone soak)."""
+    import random
+
+    from bench.soak import TaskPicker
+    from sim.eval.ground_truth import run_reference
+    from sim.eval.tasks import TASKS
+    from sim.phone import SimPhone
+    from sim.phone_api import DeviceInfo
+
+    pool = [t for t in TASKS if t.tier in (1, 2)]
+    picker = TaskPicker(pool, StandInModel(seed=0, faults=0.0, delay_s=0.0, timeout_s=5.0),
+                        random.Random(1), phone_seed=phone_seed)
+    phone = SimPhone(DeviceInfo("soak-phone"), seed=phone_seed)
+    failed: dict[str, list[str]] = {}
+    for _ in range(3 * len(pool)):  # each task several times: the picker's draws vary
+        task = picker.pick("p")
+        task.setup(phone)
+        trace = run_reference(phone, task.reference)
+        if not task.is_successful(phone):
+            failed.setdefault(task.task_id(), trace.failures or ["ran, task not done"])
+    assert not failed, failed
