@@ -48,7 +48,7 @@ import time
 import traceback
 import tracemalloc
 from collections import Counter, defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -56,7 +56,13 @@ from typing import Any
 import anyio
 
 from bench.mosquitto import MOSQUITTO, MosquittoBroker, free_port
-from bench.openai_loopback import Behaviour, RecordedRequest, planner_reply
+from bench.openai_loopback import (
+    Behaviour,
+    RecordedRequest,
+    completion_reply,
+    planner_reply,
+    task_state,
+)
 from models.llm.react import CHOOSER_SYSTEM, COMPLETION_SYSTEM, JUDGE_SYSTEM, PROGRESS_SYSTEM
 from protocol.operations import format_operation
 from runtime.memory import bound_malloc
@@ -74,6 +80,9 @@ class Job:
 
     instruction: str  # one line, as the prompts show it
     reference: list[str]  # the reference operations, formatted as the agent writes them
+    # the completion check's answer, read from the task's own check on the phone (done, why
+    # not); None: "yes" on trust
+    state: Callable[[], tuple[bool, str]] | None = None
 
 
 # "3. Click text (Save) -> not found; not checked": the verdict is one word of a known set, as
@@ -133,7 +142,13 @@ class StandInModel:
         if system.startswith(CHOOSER_SYSTEM[:40]):
             return Behaviour.reply(self._choose(text), delay_s=delay)
         if system.startswith(COMPLETION_SYSTEM[:40]):
-            return Behaviour.reply("Complete: yes\nReason: every step is done.", delay_s=delay)
+            # From the phone's real state (a Stop before the task is done hears what is
+            # missing), not "yes" on trust: that made episodes "succeed" whose check failed.
+            asked = self._job_for(_one_line(text))
+            done, why = ((True, "every step is done") if asked is None or asked.state is None
+                         else asked.state())
+            self.stats["complete_yes" if done else "complete_no"] += 1
+            return Behaviour.reply(completion_reply(done, why), delay_s=delay)
         if system.startswith(JUDGE_SYSTEM[:40]):
             return Behaviour.reply("Verdict: A\nReason: it did what was meant.", delay_s=delay)
         if system.startswith(PROGRESS_SYSTEM[:40]):
@@ -268,7 +283,8 @@ async def soak(args: argparse.Namespace, adb_port: int, broker: MosquittoBroker,
         for cls in rng.sample(pool, len(pool)):
             task = cls(rng.randrange(1000))
             job = Job(_one_line(task.instruction),
-                      [_one_line(format_operation(op)) for op in task.reference])
+                      [_one_line(format_operation(op)) for op in task.reference],
+                      functools.partial(task_state, task, fleet.phone(serial)))
             if model.add(serial, job):
                 return task
         return None
