@@ -306,10 +306,8 @@ class StandInModel:
     # -- answers
     def _reply(self, board: Board, req: RecordedRequest, intent: Intent, *, off: bool) -> Behaviour:
         rng = board.rng
-        if intent.kind == "choose":
-            return Behaviour.reply("Box: none" if intent.choice is None else f"Box: {intent.choice}")
-        if intent.kind == "complete":
-            return Behaviour.reply(completion_reply(intent.complete, intent.reason))
+        if intent.kind in ("choose", "complete"):
+            return self._answer(req, intent)
         op = intent.op or Stop()
         point = None
         if self._points(intent):
@@ -348,6 +346,24 @@ class StandInModel:
             return Behaviour.reply(f"<think>The next step of the task.</think><answer>"
                                    f"{_autoglm_call(op, point, space)}{close}")
         raise ValueError(f"no stand-in for family {fam!r}")
+
+    def _answer(self, req: RecordedRequest, intent: Intent) -> Behaviour:
+        """The chooser's or the completion check's answer, in the form the request asks
+        for (the role's family: a ``tools`` function, a ``json`` schema, else the text)."""
+        body = req.body or {}
+        box = "none" if intent.choice is None else str(intent.choice)
+        if intent.kind == "choose":
+            name, args, text = "choose_box", {"box": box}, f"Box: {box}"
+        else:
+            name = "check_completion"
+            args = {"complete": intent.complete, "reason": intent.reason}
+            text = completion_reply(intent.complete, intent.reason)
+        offered = {t.get("function", {}).get("name") for t in body.get("tools", [])}
+        if name in offered:
+            return Behaviour(text=None, tool_calls=((name, json.dumps(args)),))
+        if "response_format" in body:
+            return Behaviour.reply(json.dumps(args))
+        return Behaviour.reply(text)
 
     def _point(self, board: Board, req: RecordedRequest, intent: Intent, *, off: bool
                ) -> tuple[float, float]:
@@ -682,6 +698,9 @@ async def run_family(family: str, args: argparse.Namespace, chosen: list[type[Ta
         cfg = load_agent_config(args.config or default_config_path(), overrides=[
             f"llm.base_url={srv.base_url}", "llm.api_key=sk-bench-stand-in",
             f"llm.models.planner={name}", f"llm.family.planner={family}",
+            # every role is the same model, so each asks in that family's way
+            f"llm.models.chooser={name}", f"llm.family.chooser={family}",
+            f"llm.models.reflector={name}", f"llm.family.reflector={family}",
             f"llm.timeout_s={args.llm_timeout_s}", "llm.requests_per_minute=100000",
             *overrides])
         async with LLMClient(cfg.llm) as llm:

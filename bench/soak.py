@@ -145,10 +145,10 @@ class StandInModel:
             # From the phone's real state (a Stop before the task is done hears what is
             # missing), not "yes" on trust: that made episodes "succeed" whose check failed.
             asked = self._job_for(_one_line(text))
-            done, why = ((True, "every step is done") if asked is None or asked.state is None
-                         else asked.state())
-            self.stats["complete_yes" if done else "complete_no"] += 1
-            return Behaviour.reply(completion_reply(done, why), delay_s=delay)
+            ok, why = ((True, "every step is done") if asked is None or asked.state is None
+                       else asked.state())
+            self.stats["complete_yes" if ok else "complete_no"] += 1
+            return Behaviour.reply(completion_reply(ok, why), delay_s=delay)
         if system.startswith(JUDGE_SYSTEM[:40]):
             return Behaviour.reply("Verdict: A\nReason: it did what was meant.", delay_s=delay)
         if system.startswith(PROGRESS_SYSTEM[:40]):
