@@ -352,6 +352,7 @@ class StandInModel:
         for (the role's family: a ``tools`` function, a ``json`` schema, else the text)."""
         body = req.body or {}
         box = "none" if intent.choice is None else str(intent.choice)
+        args: dict[str, Any]
         if intent.kind == "choose":
             name, args, text = "choose_box", {"box": box}, f"Box: {box}"
         else:
