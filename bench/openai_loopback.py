@@ -150,9 +150,14 @@ def task_state(task: Any, phone: Any) -> tuple[bool, str]:
     try:
         if task.is_successful(phone):
             return True, "the task's own check holds on the phone"
-        missing = [m.name for m in task.milestones() if not m.check(phone)]
+        flags = [bool(m.check(phone)) for m in task.milestones()]
+        names = [m.name for m in task.milestones()]
     except Exception as exc:  # a stand-in answers; it does not crash the server thread
         return False, f"the phone's state could not be read ({type(exc).__name__})"
+    # Milestones are states passed through ("search box focused" holds no more once the
+    # search ran): what is missing is the first one after the last that holds now.
+    last = max((i for i, f in enumerate(flags) if f), default=-1)
+    missing = [n for n, f in zip(names[last + 1:], flags[last + 1:], strict=True) if not f]
     return False, (f"not yet: {missing[0]}" if missing else "the task's own check fails")
 
 
