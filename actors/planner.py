@@ -275,6 +275,8 @@ class LLMPolicy:
             parsed = await update_progress(
                 self.llm, instruction=ctx.instruction, progress=ctx.progress, step=step,
                 notes=ctx.notes, max_reasks=self.max_reasks,
+                # the planner role's call: the planner's family decides its form
+                answer=answer_format(self.family.name, "progress"),
             )
         except UnparsableReply as exc:
             return ProgressUpdate(None, exc.replies)

@@ -72,7 +72,13 @@ import msgspec  # noqa: E402
 from actors.config import AgentConfig  # noqa: E402
 from actors.planner import Choice, Completion, Decision, LLMPolicy, Policy, StepContext  # noqa: E402
 from bench.mobile_eval import parse_ints  # noqa: E402
-from bench.openai_loopback import Behaviour, OpenAIServer, RecordedRequest  # noqa: E402
+from bench.openai_loopback import (  # noqa: E402
+    Behaviour,
+    OpenAIServer,
+    RecordedRequest,
+    completion_reply,
+    task_state,
+)
 from host.eval import SuiteResult, oracle_policy, run_suite  # noqa: E402
 from host.oracle import OraclePolicy  # noqa: E402
 from host.runner import load_host_config  # noqa: E402
@@ -97,6 +103,7 @@ from sim.eval.ground_truth import resolve  # noqa: E402
 from sim.eval.task import Task  # noqa: E402
 from sim.eval.tasks import TASKS  # noqa: E402
 from sim.phone import SimPhone  # noqa: E402
+from sim.phone.canvas import Element  # noqa: E402
 
 FAMILIES = ("react", "tools", "json", "uitars", "qwen", "autoglm")
 # The model each family's stand-in poses as: the name picks the family's variant (auto).
@@ -107,6 +114,11 @@ MODELS = {
     "autoglm": "autoglm-phone-9b",
 }
 COORDINATE = ("uitars", "uitars-1.0", "qwen", "qwen3", "autoglm")
+# Families whose action space has no Enter key: to submit what was typed, a model of
+# theirs taps the keyboard's action key (Open-AutoGLM's handler has Tap, Type, Swipe, Back,
+# Home... and no key event; its Type restores the user's keyboard after typing with the
+# ADB Keyboard, so that keyboard, with its search/return key, is on the screen after it).
+NO_ENTER = ("autoglm",)
 TRANSIENT_REASON = re.compile(r"LLM(Unavailable|Timeout)|retry budget|gave up after")
 
 
@@ -166,6 +178,8 @@ class Intent:
     op: Operation | None = None  # plan: what the reference says to do
     box: tuple[int, int, int, int] | None = None  # plan: its target, device pixels
     choice: int | None = None  # choose: the right box, None for "none"
+    complete: bool = False  # complete: what the task's own check says on the phone
+    reason: str = ""  # complete: why not (the first milestone not reached)
     earlier_screens: int = 0  # screenshots the episode had before this one (v1's scheme)
 
 
@@ -274,6 +288,9 @@ class StandInModel:
         return self._reply(board, req, intent, off=wrong == "point")
 
     def _points(self, intent: Intent) -> bool:
+        """The answer is a point that the noise may put off target: a tap on what the
+        reference names. A tap on the keyboard's action key (AutoGLM's Enter, below) is
+        not: the other families press Enter without a point, so it stays like for like."""
         return (intent.kind == "plan" and self.family in COORDINATE
                 and isinstance(intent.op, ClickText | ClickIcon) and intent.box is not None)
 
@@ -290,14 +307,14 @@ class StandInModel:
     # -- answers
     def _reply(self, board: Board, req: RecordedRequest, intent: Intent, *, off: bool) -> Behaviour:
         rng = board.rng
-        if intent.kind == "choose":
-            return Behaviour.reply("Box: none" if intent.choice is None else f"Box: {intent.choice}")
-        if intent.kind == "complete":
-            return Behaviour.reply("Complete: yes\nReason: every step of the instruction is done.")
+        if intent.kind in ("choose", "complete"):
+            return self._answer(req, intent)
         op = intent.op or Stop()
         point = None
         if self._points(intent):
             point = self._point(board, req, intent, off=off)
+        elif isinstance(op, Enter) and self.family in NO_ENTER and intent.box is not None:
+            point = self._point(board, req, intent, off=False)  # the keyboard's action key
         fam = self.family
         if fam == "react":
             action = format_operation(op)
@@ -330,6 +347,25 @@ class StandInModel:
             return Behaviour.reply(f"<think>The next step of the task.</think><answer>"
                                    f"{_autoglm_call(op, point, space)}{close}")
         raise ValueError(f"no stand-in for family {fam!r}")
+
+    def _answer(self, req: RecordedRequest, intent: Intent) -> Behaviour:
+        """The chooser's or the completion check's answer, in the form the request asks
+        for (the role's family: a ``tools`` function, a ``json`` schema, else the text)."""
+        body = req.body or {}
+        box = "none" if intent.choice is None else str(intent.choice)
+        args: dict[str, Any]
+        if intent.kind == "choose":
+            name, args, text = "choose_box", {"box": box}, f"Box: {box}"
+        else:
+            name = "check_completion"
+            args = {"complete": intent.complete, "reason": intent.reason}
+            text = completion_reply(intent.complete, intent.reason)
+        offered = {t.get("function", {}).get("name") for t in body.get("tools", [])}
+        if name in offered:
+            return Behaviour(text=None, tool_calls=((name, json.dumps(args)),))
+        if "response_format" in body:
+            return Behaviour.reply(json.dumps(args))
+        return Behaviour.reply(text)
 
     def _point(self, board: Board, req: RecordedRequest, intent: Intent, *, off: bool
                ) -> tuple[float, float]:
@@ -475,7 +511,9 @@ def _qwen_args(op: Operation, point: tuple[float, float] | None,
 def _autoglm_call(op: Operation, point: tuple[float, float] | None,
                   space: tuple[float, float]) -> str:
     match op:
-        case ClickText() | ClickIcon() if point is not None:
+        # Enter: AutoGLM has no key action; it taps the soft keyboard's action key (the
+        # point StandInPolicy found for it), as a person would.
+        case ClickText() | ClickIcon() | Enter() if point is not None:
             return f'do(action="Tap", element=[{_fmt(point[0])},{_fmt(point[1])}])'
         case OpenApp(name=n):
             return f'do(action="Launch", app="{n}")'
@@ -505,9 +543,10 @@ class StandInPolicy:
     name = "llm"
 
     def __init__(self, llm: LLMPolicy, oracle: OraclePolicy, board: Board, phone: SimPhone,
-                 coordinates: bool) -> None:
+                 coordinates: bool, task: Task | None = None) -> None:
         self.llm = llm
         self.oracle = oracle
+        self.task = task if task is not None else oracle.task
         self.board = board
         self.phone = phone
         self.coordinates = coordinates
@@ -537,10 +576,15 @@ class StandInPolicy:
         if self.coordinates and isinstance(op, ClickText | ClickIcon):
             el = await anyio.to_thread.run_sync(resolve, self.phone, op)
             box = el.bbox if el is not None else None
+        aimed = isinstance(op, ClickText | ClickIcon) or (
+            isinstance(op, Enter) and self.board.family in NO_ENTER)
+        if isinstance(op, Enter) and self.board.family in NO_ENTER:
+            el = await anyio.to_thread.run_sync(submit_target, self.phone)
+            box = el.bbox if el is not None else None
         self.board.intent = Intent("plan", op=op, box=box, earlier_screens=len(ctx.history))
         d = await self.llm.decide(ctx)
         if d.operation is not None:
-            unseen = self.coordinates and isinstance(op, ClickText | ClickIcon) and box is None
+            unseen = self.coordinates and aimed and box is None
             self._meant[len(ctx.history)] = (op, unseen)
             self._pending = None
         return d
@@ -558,8 +602,29 @@ class StandInPolicy:
                                      crops=crops)
 
     async def check_completion(self, ctx: StepContext) -> Completion:
-        self.board.intent = Intent("complete", earlier_screens=len(ctx.history))
+        # The stand-in answers from the phone's real state, not "yes" on trust: a Stop
+        # before the task is done is told what is missing, as a good model would see.
+        done, reason = await anyio.to_thread.run_sync(task_state, self.task, self.phone)
+        self.board.intent = Intent("complete", complete=done, reason=reason,
+                                   earlier_screens=len(ctx.history))
         return await self.llm.check_completion(ctx)
+
+
+def submit_target(phone: SimPhone) -> Element | None:
+    """Where a model with no Enter action taps to submit what it typed (ground truth): the
+    soft keyboard's action key (search / return) when a keyboard with keys is up, else a
+    suggestion row that repeats the focused field's text (what a person taps under a search
+    box when the keyboard shows none, e.g. the ADB Keyboard's bar); None: neither is on the
+    screen (the stand-in then waits, as a model would for the screen)."""
+    elements = phone.elements()
+    keys = [e for e in elements if e.kind == "key" and e.desc == "Enter"]
+    if keys:
+        return keys[-1]
+    field = next((e for e in elements if e.editable and e.focused), None)
+    typed = field.text.strip().lower() if field is not None else ""
+    rows = [e for e in elements if typed and e.clickable and not e.editable
+            and e.text.strip().lower() == typed]
+    return rows[0] if rows else None
 
 
 # ---- scoring ---------------------------------------------------------------------------------
@@ -635,6 +700,9 @@ async def run_family(family: str, args: argparse.Namespace, chosen: list[type[Ta
         cfg = load_host_config(args.config or default_config_path(), overrides=[
             f"llm.base_url={srv.base_url}", "llm.api_key=sk-bench-stand-in",
             f"llm.models.planner={name}", f"llm.family.planner={family}",
+            # every role is the same model, so each asks in that family's way
+            f"llm.models.chooser={name}", f"llm.family.chooser={family}",
+            f"llm.models.reflector={name}", f"llm.family.reflector={family}",
             f"llm.timeout_s={args.llm_timeout_s}", "llm.requests_per_minute=100000",
             *overrides])
         async with LLMClient(cfg.llm) as llm:
@@ -644,7 +712,8 @@ async def run_family(family: str, args: argparse.Namespace, chosen: list[type[Ta
                 board = model.register(task, phone, phone.info.serial)
                 inner = LLMPolicy(llm, keep_screenshots=cfg.agent.keep_screenshots,
                                   max_reasks=cfg.agent.max_reasks)
-                return StandInPolicy(inner, OraclePolicy(task, phone), board, phone, coordinates)
+                return StandInPolicy(inner, OraclePolicy(task, phone), board, phone, coordinates,
+                                     task)
 
             try:
                 res = await run_suite(chosen, args.seeds, devices=args.devices,

@@ -142,6 +142,30 @@ def planner_reply(action: str, observation: str = "The screen.", thought: str = 
     return f"Observation: {observation}\nThought: {thought}\nAction: {action}"
 
 
+def task_state(task: Any, phone: Any) -> tuple[bool, str]:
+    """BENCHMARK-ONLY: what a stand-in model answers to the completion check, read from the
+    task's own check on the simulated phone (``task.is_successful(phone)``) rather than
+    assumed: (done, why not: the first milestone not reached). A phone that cannot be read
+    (it was dropped) is not done."""
+    try:
+        if task.is_successful(phone):
+            return True, "the task's own check holds on the phone"
+        flags = [bool(m.check(phone)) for m in task.milestones()]
+        names = [m.name for m in task.milestones()]
+    except Exception as exc:  # a stand-in answers; it does not crash the server thread
+        return False, f"the phone's state could not be read ({type(exc).__name__})"
+    # Milestones are states passed through ("search box focused" holds no more once the
+    # search ran): what is missing is the first one after the last that holds now.
+    last = max((i for i, f in enumerate(flags) if f), default=-1)
+    missing = [n for n, f in zip(names[last + 1:], flags[last + 1:], strict=True) if not f]
+    return False, (f"not yet: {missing[0]}" if missing else "the task's own check fails")
+
+
+def completion_reply(done: bool, reason: str) -> str:
+    """The completion check's answer in the prompt's own format (``Complete:``/``Reason:``)."""
+    return f"Complete: {'yes' if done else 'no'}\nReason: {' '.join(reason.split()) or '-'}"
+
+
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     request_queue_size = 256  # a fleet benchmark opens many connections at once

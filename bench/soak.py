@@ -49,7 +49,7 @@ import time
 import traceback
 import tracemalloc
 from collections import Counter, defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -57,7 +57,13 @@ from typing import Any
 import anyio
 
 from bench.mosquitto import MOSQUITTO, MosquittoBroker, free_port
-from bench.openai_loopback import Behaviour, RecordedRequest, planner_reply
+from bench.openai_loopback import (
+    Behaviour,
+    RecordedRequest,
+    completion_reply,
+    planner_reply,
+    task_state,
+)
 from models.llm.react import CHOOSER_SYSTEM, COMPLETION_SYSTEM, JUDGE_SYSTEM, PROGRESS_SYSTEM
 from protocol.operations import format_operation
 from runtime.memory import bound_malloc
@@ -75,6 +81,9 @@ class Job:
 
     instruction: str  # one line, as the prompts show it
     reference: list[str]  # the reference operations, formatted as the agent writes them
+    # the completion check's answer, read from the task's own check on the phone (done, why
+    # not); None: "yes" on trust
+    state: Callable[[], tuple[bool, str]] | None = None
 
 
 # "3. Click text (Save) -> not found; not checked": the verdict is one word of a known set, as
@@ -134,7 +143,13 @@ class StandInModel:
         if system.startswith(CHOOSER_SYSTEM[:40]):
             return Behaviour.reply(self._choose(text), delay_s=delay)
         if system.startswith(COMPLETION_SYSTEM[:40]):
-            return Behaviour.reply("Complete: yes\nReason: every step is done.", delay_s=delay)
+            # From the phone's real state (a Stop before the task is done hears what is
+            # missing), not "yes" on trust: that made episodes "succeed" whose check failed.
+            asked = self._job_for(_one_line(text))
+            ok, why = ((True, "every step is done") if asked is None or asked.state is None
+                       else asked.state())
+            self.stats["complete_yes" if ok else "complete_no"] += 1
+            return Behaviour.reply(completion_reply(ok, why), delay_s=delay)
         if system.startswith(JUDGE_SYSTEM[:40]):
             return Behaviour.reply("Verdict: A\nReason: it did what was meant.", delay_s=delay)
         if system.startswith(PROGRESS_SYSTEM[:40]):
@@ -190,11 +205,13 @@ class TaskPicker:
         self.rng = rng
         self.phone_seed = phone_seed
 
-    def pick(self, serial: str) -> Any:
+    def pick(self, serial: str, phone: Any) -> Any:
+        """``phone``'s state answers the stand-in's completion check for the task."""
         for cls in self.rng.sample(self.pool, len(self.pool)):
             task = cls(self.phone_seed)
             job = Job(_one_line(task.instruction),
-                      [_one_line(format_operation(op)) for op in task.reference])
+                      [_one_line(format_operation(op)) for op in task.reference],
+                      functools.partial(task_state, task, phone))
             if self.model.add(serial, job):
                 return task
         return None
@@ -300,10 +317,10 @@ async def soak(args: argparse.Namespace, adb_port: int, broker: MosquittoBroker,
         k = 0
         while time.monotonic() < deadline:
             k += 1
-            task = picker.pick(serial)  # picked and registered with no await between
+            task = picker.pick(serial, phone)  # picked and registered with no await between
             while task is None:  # every instruction is another phone's now: wait for one
                 await anyio.sleep(0.5)
-                task = picker.pick(serial)
+                task = picker.pick(serial, phone)
             await anyio.to_thread.run_sync(task.setup, phone)
             iid = f"soak-{index:02d}-{k:04d}"
             instruction = Instruction(id=iid, text=task.instruction, max_steps=task.step_budget)

@@ -333,20 +333,37 @@ class AdbDevice:
         await self.shell(f"input keyevent {int(keycode)}")
 
     def _ensure_ime(self) -> None:
+        """The ADB Keyboard is installed (checked once)."""
         if self._ime_ready:
             return
         imes = self._shell("ime list -s").split()
         if ADB_KEYBOARD not in imes:
             raise DeviceError(ADB_KEYBOARD_HELP.format(serial=self.serial))
-        self._shell(f"ime set {ADB_KEYBOARD}")
         self._ime_ready = True
+
+    def _with_adb_keyboard(self, broadcast: str) -> None:
+        """One ADB Keyboard broadcast, with the user's keyboard put back after it, as
+        Open-AutoGLM's Type does (switch, type, ``ime set`` the original). The ADB
+        Keyboard draws a bar and no keys, so left on, it would take away the search/return
+        key a model taps to submit (a model with no Enter action, AutoGLM, has no other
+        way) and the keyboard the user sees on their phone."""
+        self._ensure_ime()
+        user = self._shell("settings get secure default_input_method").strip()
+        switch = user != ADB_KEYBOARD
+        if switch:
+            self._shell(f"ime set {ADB_KEYBOARD}")
+        try:
+            self._shell(broadcast)
+        finally:
+            # "null" or nothing: no IME was set (a fresh emulator); nothing to restore
+            if switch and user and user != "null":
+                self._shell(f"ime set {user}")
 
     def _type(self, text: str) -> None:
         if not text:
             return
         if needs_ime(text):
-            self._ensure_ime()
-            self._shell(b64_broadcast_command(text))
+            self._with_adb_keyboard(b64_broadcast_command(text))
             return
         for cmd in input_text_commands(text):
             self._shell(cmd)
@@ -355,8 +372,8 @@ class AdbDevice:
         await self._call("type", lambda: self._type(text), self.timeout_s * 2)
 
     def _clear(self) -> None:
-        if self._ime_ready:  # the ADB Keyboard is the IME already: it clears the whole field
-            self._shell("am broadcast -a ADB_CLEAR_TEXT")
+        if self._ime_ready:  # the ADB Keyboard is known here: it clears the whole field
+            self._with_adb_keyboard("am broadcast -a ADB_CLEAR_TEXT")
             return
         if self._select_all is not False:
             try:

@@ -619,13 +619,18 @@ def _retry_after_s(exc: openai.APIStatusError) -> float | None:
 _RETRIED_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
 
 
-_REFUSALS = ("unsupported", "not supported", "does not support", "unrecognized", "not allowed",
-             "extra inputs", "unknown parameter", "invalid parameter")
+_REFUSALS = ("unsupported", "not supported", "not yet supported", "does not support",
+             "unrecognized", "not allowed", "extra inputs", "unknown parameter",
+             "invalid parameter")
 # What a request can do without: it is the same call, only less bounded or less tuned.
 # Reasoning models refuse max_tokens and temperature; some servers top_p, or the newer
-# max_completion_tokens. Anything else a server refuses (tools, response_format, images)
-# changes what the call means, and fails instead.
-_DROPPABLE = ("max_tokens", "max_completion_tokens", "temperature", "top_p")
+# max_completion_tokens. ``tool_choice``: some vLLM and Ollama versions refuse "required"
+# (vLLM: "The tool_choice option required is not yet supported but on the roadmap.",
+# github.com/vllm-project/vllm/issues/11700); without it the server picks "auto", the same
+# functions are offered, and a reply that calls none is re-asked by the family's parser.
+# Anything else a server refuses (tools, response_format, images) changes what the call
+# means, and fails instead.
+_DROPPABLE = ("max_tokens", "max_completion_tokens", "temperature", "top_p", "tool_choice")
 # OpenAI's codes for "this model takes no such parameter / not this value of it".
 _UNSUPPORTED_CODES = frozenset({"unsupported_parameter", "unsupported_value"})
 
@@ -868,8 +873,8 @@ class LLMClient:
 
         Transient failures are retried until ``retry_budget_s`` is spent (counted from the
         first attempt; an attempt that starts inside it runs to its own timeout); a 400
-        refusing ``max_tokens``, ``max_completion_tokens``, ``temperature`` or ``top_p``
-        (``error.param`` when the server names it, else its message) is retried once
+        refusing ``max_tokens``, ``max_completion_tokens``, ``temperature``, ``top_p`` or
+        ``tool_choice`` (``error.param`` when the server names it, else its message) is retried once
         without it, and the endpoint's model is remembered not to take it; any other 400
         fails at once. ``options``: extra request
         parameters a model family needs (``tools``, ``tool_choice``, ``response_format``).
@@ -923,8 +928,9 @@ class LLMClient:
                 text = self._scrub(_error_text(exc, self._keys[role]))
                 param = _rejected_param(exc, params) if status == 400 else None
                 if param is not None:
-                    # A reasoning model refusing max_tokens / temperature: once without it
-                    # (max_tokens becomes max_completion_tokens first).
+                    # A reasoning model refusing max_tokens / temperature, a server refusing
+                    # tool_choice: once without it (max_tokens becomes max_completion_tokens
+                    # first).
                     self._rejected.setdefault((rc.base_url, model), set()).add(param)
                     retry = self._params(rc, wire, options)
                     if retry != params:

@@ -1119,8 +1119,10 @@ def parse_progress(text: str) -> str:
 
 async def update_progress(
     llm: ChatModel, *, instruction: str, progress: str, step: StepRecord,
-    notes: Sequence[str] = (), max_reasks: int = 2,
+    notes: Sequence[str] = (), max_reasks: int = 2, answer: ReplyFormat | None = None,
 ) -> Parsed[str]:
-    """The planning call (agent.planning = "call"): the progress after one more step."""
+    """The planning call (agent.planning = "call"): the progress after one more step.
+    ``answer``: the planner's family format (``models.llm.families.answers``)."""
     msgs = progress_messages(instruction=instruction, progress=progress, step=step, notes=notes)
-    return await ask_until_parsed(llm, "planner", msgs, parse_progress, max_reasks=max_reasks)
+    return await ask_until_parsed(llm, "planner", msgs, parse_progress, max_reasks=max_reasks,
+                                  answer=answer)

@@ -492,6 +492,18 @@ def cmd_ime(ctx: Ctx, args: list[str]) -> int:
     return 255 if args else 0
 
 
+def cmd_settings(ctx: Ctx, args: list[str]) -> int:
+    """`settings get secure default_input_method`: the current IME (what a driver reads to
+    put the user's keyboard back); any other key reads as unset ("null"), as Android prints."""
+    if len(args) == 3 and args[0] == "get" and args[1] in ("system", "secure", "global"):
+        value = ctx.phone.current_ime() if args[1:] == ["secure", "default_input_method"] \
+            else "null"
+        ctx.out(value + "\n")
+        return 0
+    ctx.err("usage:  settings [--user <USER_ID> | current] get namespace key\n")
+    return 255
+
+
 def cmd_dumpsys(ctx: Ctx, args: list[str]) -> int:
     phone = ctx.phone
     info = phone.info
@@ -766,6 +778,7 @@ COMMANDS: dict[str, Handler] = {
     "pm": cmd_pm,
     "rm": cmd_rm,
     "screencap": cmd_screencap,
+    "settings": cmd_settings,
     "sh": cmd_sh,
     "sleep": cmd_sleep,
     "true": cmd_true,

@@ -932,15 +932,35 @@ class SimPhone(Navigator):
                 systemui.adb_keyboard(lay, bottom)
             else:
                 systemui.keyboard(lay, bottom, self._shift, self._symbols, self._key_char,
-                                  lambda: self.key(keycodes.DEL), lambda: self.key(keycodes.ENTER),
+                                  lambda: self.key(keycodes.DEL), self._editor_action,
                                   self._toggle_shift, self._toggle_symbols, self._enter_icon(lay))
         return body, max_scroll, modal, dismiss, keyboard
 
     def _enter_icon(self, lay: Layout) -> str:
+        """The action key's face, as Gboard draws the field's IME action: a magnifier for a
+        search, a return arrow for a field that submits or takes lines, a check mark for
+        Done (a plain single-line field)."""
         fld = lay.fields.get(self._focus) if self._focus else None
         if isinstance(fld, TextField) and fld.on_submit is not None:
             return "search" if "search" in fld.id else "keyboard_return"
+        if isinstance(fld, TextField) and not fld.multiline:
+            return "done"
         return "keyboard_return"
+
+    def _editor_action(self) -> None:
+        """The soft keyboard's action key (not the ENTER key event, see ``key``): the IME
+        performs the field's editor action. A field that submits (a search box: actionSearch)
+        submits, a multi-line one takes a new line, and a plain single-line field is Done:
+        TextView's default for IME_ACTION_DONE hides the keyboard (here, as BACK does, the
+        field's focus goes with it)."""
+        fld = self._focused()
+        if fld is None:
+            return
+        if fld.on_submit is not None or fld.multiline:
+            self._enter()
+        else:
+            self._focus = None
+        self._changed()
 
     def _key_char(self, ch: str) -> None:
         self.type_text(ch)

@@ -120,7 +120,8 @@ async def test_unicode_goes_through_adb_keyboard(sim_phone: Callable[..., Connec
         cp.phone.calls.clear()
         await dev.type_text(text)
         assert _typed(cp) == text, text
-    assert cp.phone.ime == "com.android.adbkeyboard/.AdbIME"
+        # the user's keyboard is put back after each (Open-AutoGLM's Type does the same)
+        assert cp.phone.ime == "com.android.inputmethod.latin/.LatinIME"
 
 
 async def test_missing_adb_keyboard_says_how_to_install(

@@ -11,7 +11,7 @@ from actors.actuator import ActionFailed, ActuatorActor
 from actors.capture import CaptureActor
 from actors.perception import PerceptionActor
 from actors.planner import Decision, ScriptedPolicy, StepContext
-from devices.adb import KEY_ENTER, AdbDevice
+from devices.adb import ADB_KEYBOARD, KEY_ENTER, AdbDevice
 from protocol.messages import ActionDone
 from protocol.operations import Clear, Enter, OpenApp
 from sim.phone.apps import amazon_music, youtube
@@ -87,9 +87,20 @@ async def test_clear_through_the_adb_keyboard(sim_device: SimDevice) -> None:
     phone = sim_device.phone
     phone.open(youtube.PACKAGE, "search")
     dev = AdbDevice(sim_device.serial)
-    await dev.type_text("héllo")  # non-ASCII: the ADB Keyboard becomes the IME
-    await dev.clear_text()  # its ADB_CLEAR_TEXT broadcast
+    user_ime = phone.current_ime()
+    await dev.type_text("héllo")  # non-ASCII: through the ADB Keyboard
+    assert phone.state_as(youtube.PACKAGE, YouTubeState).draft == "héllo"
+    # ... and the user's keyboard is back after it (as Open-AutoGLM's Type does), with its
+    # action key on the screen, which submits the search when tapped
+    assert phone.current_ime() == user_ime != ADB_KEYBOARD
+    assert [k for k in phone.find(kind="key") if k.desc == "Enter"]
+    await dev.clear_text()  # its ADB_CLEAR_TEXT broadcast, the ADB Keyboard for the moment
     assert phone.state_as(youtube.PACKAGE, YouTubeState).draft == ""
+    assert phone.current_ime() == user_ime
+    await dev.type_text("你好")
+    (key,) = [k for k in phone.find(kind="key") if k.desc == "Enter"]
+    await dev.tap(*key.center)
+    assert phone.state_as(youtube.PACKAGE, YouTubeState).searches[-1:] == ["你好"]
 
 
 async def test_open_app_from_the_drawer_then_by_the_learnt_package(

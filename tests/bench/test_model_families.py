@@ -53,3 +53,56 @@ def test_two_families_on_one_task_with_noise(
     # the draws are seeded: noise did happen in this episode
     assert sum(f["retries"] + f["malformed_sent"] for f in out["families"].values()) > 0
     assert (tmp_path / "uitars" / "results.json").exists()
+
+
+def test_a_model_without_enter_taps_the_keyboards_search_key() -> None:
+    # youtube-1: open YouTube, tap the search box, type, submit. The stand-in for a family
+    # without an Enter action (AutoGLM) submits by tapping what submit_target finds, and
+    # that tap on the simulated phone submits the search as a keyboard's action key would.
+    from bench.model_families import submit_target
+    from protocol.operations import Enter, TypeText
+    from sim.eval.ground_truth import GroundTruthExecutor
+    from sim.eval.tasks import TASKS
+    from sim.phone import SimPhone
+    from sim.phone_api import DeviceInfo
+
+    cls = next(t for t in TASKS if t.task_id() == "youtube-1")
+    task = cls(0)
+    phone = SimPhone(DeviceInfo("kb"), seed=0)
+    task.setup(phone)
+    run = GroundTruthExecutor(phone)
+    ref = task.reference
+    assert isinstance(ref[-1], Enter) and isinstance(ref[-2], TypeText)
+    for op in ref[:-1]:
+        run.run(op)
+    assert not task.is_successful(phone)
+    key = submit_target(phone)
+    assert key is not None and key.kind == "key" and key.desc == "Enter"
+    phone.tap(*key.center)
+    assert task.is_successful(phone)
+
+
+def test_the_completion_answer_is_the_tasks_own_check() -> None:
+    from bench.openai_loopback import completion_reply, task_state
+    from sim.eval.ground_truth import GroundTruthExecutor
+    from sim.eval.tasks import TASKS
+    from sim.phone import SimPhone
+    from sim.phone_api import DeviceInfo
+
+    cls = next(t for t in TASKS if t.task_id() == "settings-1")
+    task = cls(0)
+    phone = SimPhone(DeviceInfo("c"), seed=0)
+    task.setup(phone)
+    done, why = task_state(task, phone)
+    assert not done and why.startswith("not yet: ")
+    assert completion_reply(done, why).startswith("Complete: no\nReason: not yet: ")
+    run = GroundTruthExecutor(phone)
+    ops = task.reference
+    for op in ops[:-1]:
+        run.run(op)
+    # the earlier milestones may hold no more (a screen left behind): the missing one is
+    # the first after the last that holds
+    assert task_state(task, phone) == (False, f"not yet: {task.milestones()[-1].name}")
+    run.run(ops[-1])
+    assert task_state(task, phone)[0]
+    assert not task_state(task, None)[0]  # a phone that cannot be read is not done

@@ -16,7 +16,7 @@ import pytest
 
 from bench.mosquitto import MOSQUITTO
 from bench.soak import Job, StandInModel
-from models.llm.react import CHOOSER_SYSTEM
+from models.llm.react import CHOOSER_SYSTEM, COMPLETION_SYSTEM
 from tests.fixtures.openai_server import RecordedRequest
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -57,6 +57,19 @@ def test_the_chooser_picks_the_box_whose_text_is_the_target() -> None:
     user = ('The target to tap: Wi-Fi\nThe boxes are numbered 1, 2. Which box is the target?\n'
             'Text read in the boxes: 1: "Bluetooth"; 2: "Wi-Fi"\n')
     assert model.answer(_req(CHOOSER_SYSTEM, user)).text == "Box: 2"
+
+
+def test_the_completion_check_is_answered_from_the_jobs_state() -> None:
+    model = StandInModel(seed=0, faults=0.0, delay_s=0.0, timeout_s=5.0)
+    state = {"done": False}
+    model.add("p", Job("Open Settings and turn on Wi-Fi", ["Open app (Settings)"],
+                       lambda: (state["done"], "not yet: Wi-Fi on")))
+    ask = "The user's instruction: Open Settings and turn on Wi-Fi\nThe agent's steps:\n(none)\n"
+    assert model.answer(_req(COMPLETION_SYSTEM, ask)).text == (
+        "Complete: no\nReason: not yet: Wi-Fi on")
+    state["done"] = True
+    assert model.answer(_req(COMPLETION_SYSTEM, ask)).text.startswith("Complete: yes")  # type: ignore[union-attr]
+    assert model.stats["complete_no"] == 1 and model.stats["complete_yes"] == 1
 
 
 def test_a_share_of_answers_fail_in_each_way() -> None:
@@ -127,7 +140,7 @@ def test_each_task_the_soak_picks_is_solved_by_its_reference_on_the_soaks_phones
     phone = SimPhone(DeviceInfo("soak-phone"), seed=phone_seed)
     failed: dict[str, list[str]] = {}
     for _ in range(3 * len(pool)):  # each task several times: the picker's draws vary
-        task = picker.pick("p")
+        task = picker.pick("p", phone)
         task.setup(phone)
         trace = run_reference(phone, task.reference)
         if not task.is_successful(phone):

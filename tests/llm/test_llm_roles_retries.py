@@ -195,6 +195,49 @@ async def test_a_flat_vllm_error_refusing_by_text_is_retried_without_it(
     assert second["max_tokens"] == 300 and "max_completion_tokens" not in second
 
 
+async def test_a_server_refusing_tool_choice_required_gets_the_call_without_it(
+    openai_server: OpenAIServer, settings_for: Settings
+) -> None:
+    # vLLM before tool_choice "required" (flat error, the text names it), then an
+    # OpenAI-shaped refusal by error.param on another model; tools themselves are kept.
+    flat = {"object": "error", "type": "BadRequestError", "param": None, "code": 400,
+            "message": "The tool_choice option required is not yet supported but on the "
+                       "roadmap."}
+    openai_server.script(
+        Behaviour(text=None, status=400, raw_body=msgspec.json.encode(flat)),
+        Behaviour.tool_call("stop", "{}"),
+        Behaviour.tool_call("stop", "{}"),
+        Behaviour.error(400, "This value is not supported for this model.",
+                        error_param="tool_choice", error_code="unsupported_value"),
+        Behaviour.tool_call("stop", "{}"),
+    )
+    tools = [{"type": "function", "function": {"name": "stop", "parameters": {}}}]
+    options = {"tools": tools, "tool_choice": "required"}
+    async with LLMClient(settings_for()) as llm:
+        for _ in range(2):  # the second call is sent without it at once (remembered)
+            reply = await llm.chat("planner", user("go"), options=options)
+            assert reply.tool_calls == (("stop", "{}"),)
+        reply = await llm.chat("chooser", user("go"), options=options)  # another model
+        assert reply.tool_calls == (("stop", "{}"),)
+    bodies = [r.body or {} for r in openai_server.requests]
+    assert len(bodies) == 5
+    assert [b.get("tool_choice") for b in bodies] == ["required", None, None, "required", None]
+    assert all(b["tools"] == tools for b in bodies)
+
+
+async def test_a_400_refusing_tools_themselves_is_not_dropped(
+    openai_server: OpenAIServer, settings_for: Settings
+) -> None:
+    openai_server.script(Behaviour.error(400, "tools are not supported by this model",
+                                         error_param="tools", error_code="unsupported_parameter"))
+    tools = [{"type": "function", "function": {"name": "stop", "parameters": {}}}]
+    async with LLMClient(settings_for()) as llm:
+        with pytest.raises(LLMRequestError, match="param tools"):
+            await llm.chat("planner", user("go"), options={"tools": tools,
+                                                           "tool_choice": "required"})
+    assert len(openai_server.requests) == 1
+
+
 async def test_a_stream_of_429s_inside_the_budget_is_survived(
     openai_server: OpenAIServer, settings_for: Settings
 ) -> None:

@@ -89,6 +89,34 @@ async def test_coordinate_families_answer_in_their_answer_call(
     assert "tools" not in body and "response_format" not in body
 
 
+@pytest.mark.parametrize(("family", "reply"), [
+    ("tools", Behaviour.tool_call("update_progress", '{"progress": "opened the chat; reply"}')),
+    ("json", Behaviour.reply('{"progress": "opened the chat; reply"}')),
+    ("autoglm", Behaviour.reply('<think>so far</think><answer>finish(message="Progress: opened '
+                                'the chat; reply")</answer>')),
+    ("react", Behaviour.reply("Progress: opened the chat; reply")),
+])
+async def test_the_progress_call_speaks_the_planners_family(
+    openai_server: OpenAIServer, settings_for: Settings, family: str, reply: Behaviour,
+) -> None:
+    from models.llm.react import StepRecord
+
+    openai_server.script(reply)
+    async with LLMClient(settings_for(family=RoleFamilies(planner=family))) as llm:
+        policy = LLMPolicy(llm)
+        upd = await policy.update_progress(CTX, StepRecord(action=ClickText("Ann"), result="done"))
+    assert upd.text == "opened the chat; reply"
+    body = openai_server.requests[0].body or {}
+    assert body["model"] == "plan-m"  # the planner role's call
+    if family == "tools":
+        (tool,) = body["tools"]
+        assert tool["function"]["name"] == "update_progress" and body["tool_choice"] == "required"
+    elif family == "json":
+        assert body["response_format"]["json_schema"]["name"] == "update_progress"
+    else:
+        assert "tools" not in body and "response_format" not in body
+
+
 async def test_an_unknown_role_family_is_refused(settings_for: Settings) -> None:
     async with LLMClient(settings_for(family=RoleFamilies(chooser="klingon"))) as llm:
         with pytest.raises(ValueError, match="klingon"):

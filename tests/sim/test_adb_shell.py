@@ -100,6 +100,14 @@ def test_ime(shell: DeviceShell) -> None:
     assert shell.run("ime list -s").stdout.decode().split() == [
         "com.android.inputmethod.latin/.LatinIME", "com.android.adbkeyboard/.AdbIME"]
     assert shell.run("ime set no.such/.Ime").status == 255
+    # the current one, as a driver reads it to put the user's keyboard back
+    user = shell.run("settings get secure default_input_method").stdout.decode().strip()
+    assert user == "com.android.inputmethod.latin/.LatinIME"
+    shell.run("ime set com.android.adbkeyboard/.AdbIME")
+    assert shell.run("settings get secure default_input_method").stdout == (
+        b"com.android.adbkeyboard/.AdbIME\n")
+    assert shell.run("settings get system no_such_key").stdout == b"null\n"
+    assert shell.run("settings frobnicate").status == 255
 
 
 def test_activities(shell: DeviceShell, phone: RecordingPhone) -> None:

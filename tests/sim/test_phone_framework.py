@@ -126,6 +126,38 @@ def test_tap_focuses_field_and_shows_keyboard(phone: SimPhone) -> None:
     assert demo(phone).submitted == ["héllo wörld q"]
 
 
+def action_key(p: SimPhone) -> Any:
+    keys = [k for k in p.find(kind="key") if k.desc == "Enter"]
+    assert len(keys) == 1, keys
+    return keys[0]
+
+
+def test_the_keyboards_action_key_does_the_fields_editor_action(phone: SimPhone) -> None:
+    # A field that submits: the drawn key submits it, as Gboard's action key does.
+    phone.tap_element(one(phone, id="text"))
+    phone.type_text("find me")
+    key = action_key(phone)
+    assert key.icon == "keyboard_return" and key.clickable
+    phone.tap_element(key)
+    assert demo(phone).submitted == ["find me"]
+    # A plain single-line field: the key is Done (a check mark) and hides the keyboard;
+    # the text stays, nothing is submitted.
+    phone.key(4)  # BACK: the keyboard goes
+    phone.tap_element(one(phone, "Open dialog"))
+    phone.tap_element(one(phone, id="note"))
+    phone.type_text("the end")
+    key = action_key(phone)
+    assert key.icon == "done"
+    phone.tap_element(key)
+    assert not phone.keyboard_visible() and not phone.find(kind="key")
+    assert demo(phone).note == "the end" and demo(phone).submitted == ["find me"]
+    assert phone.dialog_visible()  # Done is not BACK: the dialog stays
+    # The ENTER key event on that field is not the IME's action: the keyboard stays.
+    phone.tap_element(one(phone, id="note"))
+    phone.key(66)
+    assert phone.keyboard_visible() and demo(phone).note == "the end"
+
+
 def test_type_without_focus_types_nothing(phone: SimPhone) -> None:
     before = phone.screenshot()
     phone.type_text("nobody listens")

@@ -2,14 +2,15 @@
 ``llm.family.reflector``; ``auto`` from that role's model name).
 
 Their questions are not actions (which numbered box is the target; is the instruction done;
-what did this action do), so every family keeps the prompts and the line parsers of
+what did this action do; with ``agent.planning = "call"``, the planner's progress after a
+step), so every family keeps the prompts and the line parsers of
 ``models/llm/react.py`` (``Box: N``, ``Complete: yes|no`` + ``Reason:``, ``Verdict: A|B|C``
 + ``Reason:``). What a family changes is how the answer may come back:
 
 - ``tools``: one function for the question, ``tool_choice: "required"`` (OpenAI function
   calling, vLLM's tool parsers, Ollama): ``choose_box(box)`` with the numbers drawn (or
   "none") as an enum, ``check_completion(complete, reason)``, ``judge_action(verdict,
-  reason)``;
+  reason)``, ``update_progress(progress)`` (the planner role's progress call);
 - ``json``: ``response_format`` with a JSON schema of the same fields;
 - ``react``: the plain prompt;
 - ``uitars``, ``qwen``, ``autoglm``: the plain prompt too. Their trained formats are action
@@ -34,7 +35,7 @@ import msgspec
 from models.llm import LLMReply
 from models.llm.replytext import clean_reply, find_calls, json_objects
 
-Question = Literal["choice", "completion", "judgement"]
+Question = Literal["choice", "completion", "judgement", "progress"]
 
 _REASON = {"type": "string", "description": "one sentence"}
 
@@ -55,6 +56,13 @@ def _schema(question: Question, labels: Sequence[int]) -> tuple[str, str, dict[s
                            "reason": {**_REASON, "description": "when not: what is missing"}},
             "required": ["complete", "reason"], "additionalProperties": False,
         }
+    if question == "progress":
+        return "update_progress", "The task's progress after the step just taken.", {
+            "type": "object",
+            "properties": {"progress": {"type": "string",
+                                        "description": "what is done so far, and what remains"}},
+            "required": ["progress"], "additionalProperties": False,
+        }
     return "judge_action", "What the action did: A correct, B wrong page, C no effect.", {
         "type": "object",
         "properties": {"verdict": {"type": "string", "enum": ["A", "B", "C"]},
@@ -73,6 +81,8 @@ def _line(question: Question, args: dict[str, Any]) -> str | None:
         word = "yes" if yes in (True, "yes", "true") else "no" if yes in (False, "no", "false") \
             else str(c)
         return f"Complete: {word}\nReason: {args.get('reason', '')}"
+    if question == "progress" and "progress" in args:
+        return f"Progress: {args['progress']}"
     if question == "judgement" and "verdict" in args:
         return f"Verdict: {args['verdict']}\nReason: {args.get('reason', '')}"
     return None

@@ -8,6 +8,10 @@ are ``do(action=...)`` with ``Launch`` (app), ``Tap`` / ``Double Tap`` / ``Long 
 ``Take_over`` (message: the user must act), ``Interact`` (the user must choose), and
 ``finish(message=...)``. Tags are often left unclosed.
 
+There is no key action (no Enter): after ``Type`` (Open-AutoGLM types with the ADB Keyboard
+and then restores the user's keyboard, as ``devices/adb.py`` does) a search is submitted by
+a ``Tap`` on the soft keyboard's search/return key, a suggestion or the app's search button.
+
 Coordinates: 0–999 relative to the screen on each axis (the handler divides by 1000).
 Image: the screen fitted within ``llm.max_image_side``.
 """
