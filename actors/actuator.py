@@ -62,6 +62,7 @@ from protocol.operations import (
     format_operation,
 )
 from runtime.actor import Publisher
+from runtime.errors import MobagentError
 
 # (text, box) pairs read on the current screen; the launcher fallback needs them.
 Line = tuple[str, tuple[int, int, int, int]]
@@ -69,7 +70,7 @@ ReadScreen = Callable[[], Awaitable[list[Line]]]
 LAUNCHER = "com.android.launcher3"
 
 
-class ActionFailed(RuntimeError):
+class ActionFailed(MobagentError, RuntimeError):
     """The operation could not be performed (no such app, nothing to tap...)."""
 
 

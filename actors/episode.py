@@ -132,6 +132,7 @@ from protocol.operations import (
 )
 from runtime import topics
 from runtime.actor import Actor, Publisher
+from runtime.errors import MobagentError
 
 log = structlog.get_logger(__name__)
 
@@ -168,7 +169,7 @@ class EpisodeOutcome:
 _PURPOSE_OF_ROLE = {"planner": "plan", "chooser": "choose", "reflector": "reflect"}
 
 
-class _Finish(Exception):
+class _Finish(MobagentError):
     def __init__(self, status: EpisodeStatus, reason: str) -> None:
         super().__init__(reason)
         self.status = status

@@ -43,6 +43,7 @@ from protocol.messages import Error, Frame, Msg, kind_of
 from runtime import topics
 from runtime.actor import Actor, Envelope, Publisher, Router
 from runtime.dedupe import SeenIds
+from runtime.errors import MobagentError
 
 if TYPE_CHECKING:
     from actors.actuator import ActuatorActor
@@ -60,7 +61,7 @@ def new_request_id() -> str:
     return uuid.uuid4().hex[:16]
 
 
-class RequestError(RuntimeError):
+class RequestError(MobagentError, RuntimeError):
     """A request to a service failed (an ``Error`` reply) or got no answer in time."""
 
 

@@ -25,6 +25,7 @@ import anyio
 import numpy as np
 
 from devices.codecs import decode_rgb
+from runtime.errors import MobagentError
 
 if TYPE_CHECKING:
     import adbutils
@@ -66,7 +67,7 @@ def adb_server_port() -> int:
 _INPUT_TEXT_OK = re.compile(r"^[\x20-\x7e]*$")
 
 
-class DeviceError(RuntimeError):
+class DeviceError(MobagentError, RuntimeError):
     """A device call failed or timed out; the message says which and why."""
 
 

@@ -26,6 +26,7 @@ import anyio
 import structlog
 
 from devices.adb import adb_server_port
+from runtime.errors import MobagentError
 
 if TYPE_CHECKING:
     import adbutils
@@ -41,7 +42,7 @@ class DeviceChange(NamedTuple):
     state: str  # adb's state ("device" is usable), or ABSENT
 
 
-class DeviceSourceError(RuntimeError):
+class DeviceSourceError(MobagentError, RuntimeError):
     """The source cannot list its phones now (no adb server there, ...)."""
 
 

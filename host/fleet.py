@@ -71,6 +71,7 @@ from runtime.actor import Actor, BusLike, Publisher, restart_with_backoff, root_
 from runtime.bus import Backoff, Bus
 from runtime.config import Port, Positive, RuntimeConfig, Section
 from runtime.dedupe import SeenIds
+from runtime.errors import MobagentError
 
 if TYPE_CHECKING:
     import adbutils
@@ -115,7 +116,7 @@ OUTCOMES_KEPT = 10_000  # as many as the ids SeenIds remembers (a reason is at m
 # ---- what the per-phone work is given ---------------------------------------------------
 
 
-class EpisodeCancelled(Exception):
+class EpisodeCancelled(MobagentError):
     """Raised by ``EpisodeControl.check`` at a safe point after a ``Cancel``."""
 
 

@@ -28,6 +28,7 @@ import onnxruntime as ort
 from models.icons import IconScores
 from models.providers import check_session
 from models.providers import resolve as resolve_providers
+from runtime.errors import MobagentError
 
 Box = tuple[float, float, float, float]
 
@@ -36,7 +37,7 @@ OPENAI_STD = (0.26862954, 0.26130258, 0.27577711)
 VOCAB_NAMES = ("bpe_simple_vocab_16e6.txt.gz", "bpe_simple_vocab_16e6.txt", "merges.txt")
 
 
-class ClipError(RuntimeError):
+class ClipError(MobagentError, RuntimeError):
     pass
 
 

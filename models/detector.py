@@ -22,6 +22,7 @@ import onnxruntime as ort
 
 from models.providers import check_session
 from models.providers import resolve as resolve_providers
+from runtime.errors import MobagentError
 
 Box = tuple[float, float, float, float]
 
@@ -63,7 +64,7 @@ class Detector(Protocol):
     def detect(self, bgr: np.ndarray) -> list[Proposal]: ...
 
 
-class DetectorError(RuntimeError):
+class DetectorError(MobagentError, RuntimeError):
     pass
 
 
@@ -121,7 +122,7 @@ def dedupe(props: Sequence[Proposal], iou_thresh: float = 0.5) -> list[Proposal]
     return [props[i] for i in keep]
 
 
-class PositionError(ValueError):
+class PositionError(MobagentError, ValueError):
     pass
 
 

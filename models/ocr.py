@@ -31,6 +31,7 @@ from PIL import Image
 
 from models.providers import check_session
 from models.providers import resolve as resolve_providers
+from runtime.errors import MobagentError
 
 Box = tuple[float, float, float, float]  # x1, y1, x2, y2 in frame pixels
 
@@ -38,7 +39,7 @@ Box = tuple[float, float, float, float]  # x1, y1, x2, y2 in frame pixels
 ImageInput = Image.Image | np.ndarray | bytes | str | Path
 
 
-class ImageError(ValueError):
+class ImageError(MobagentError, ValueError):
     """The input is not an image we can read."""
 
 
@@ -201,7 +202,7 @@ class OcrResult(msgspec.Struct, frozen=True):
         return [line.text for line in self.lines]
 
 
-class OcrError(RuntimeError):
+class OcrError(MobagentError, RuntimeError):
     """The OCR engine could not run (missing models, bad image)."""
 
 

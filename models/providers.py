@@ -15,13 +15,15 @@ from collections.abc import Sequence
 import onnxruntime as ort
 import structlog
 
+from runtime.errors import MobagentError
+
 log = structlog.get_logger(__name__)
 
 CPU = "CPUExecutionProvider"
 CUDA = "CUDAExecutionProvider"
 
 
-class ProviderError(RuntimeError):
+class ProviderError(MobagentError, RuntimeError):
     """An execution provider was asked for that this onnxruntime cannot give."""
 
 

@@ -19,11 +19,12 @@ import structlog
 
 from runtime.bus import BrokerAddress, parse_broker_url
 from runtime.config import BrokerConfig, ConfigError, RuntimeConfig
+from runtime.errors import MobagentError
 
 log = structlog.get_logger(__name__)
 
 
-class BrokerStartError(RuntimeError):
+class BrokerStartError(MobagentError, RuntimeError):
     pass
 
 

@@ -43,6 +43,7 @@ from paho.mqtt.reasoncodes import ReasonCode
 
 from runtime import topics
 from runtime.config import BusConfig
+from runtime.errors import MobagentError
 from runtime.messages import RUNTIME_CODEC, Codec, Error, Msg, Rejected, encode
 
 log = structlog.get_logger(__name__)
@@ -51,7 +52,7 @@ Protocol = Literal["5", "3.1.1"]
 REJECT_LOG_PER_S = 10
 
 
-class BusError(RuntimeError):
+class BusError(MobagentError, RuntimeError):
     """The bus could not connect, publish or subscribe in time."""
 
 

@@ -21,6 +21,8 @@ from typing import Annotated, Any, Literal, TypeVar
 
 import msgspec
 
+from runtime.errors import MobagentError
+
 ENV_PREFIX = "MOBAGENT_"
 ENV_SEP = "__"
 # Whole trailing words, so ``max_tokens`` is not a secret but ``access_token`` is.
@@ -32,7 +34,7 @@ REDACTED = "***"
 T = TypeVar("T", bound=msgspec.Struct)
 
 
-class ConfigError(ValueError):
+class ConfigError(MobagentError, ValueError):
     """A configuration problem; the message names the key and the source."""
 
 

@@ -23,6 +23,8 @@ from typing import Annotated, ClassVar, Final, Literal, Union
 
 import msgspec
 
+from runtime.errors import MobagentError
+
 NonEmpty = Annotated[str, msgspec.Meta(min_length=1)]
 
 
@@ -127,7 +129,7 @@ _json_enc = msgspec.json.Encoder()
 _mp_enc = msgspec.msgpack.Encoder()
 
 
-class DecodeError(ValueError):
+class DecodeError(MobagentError, ValueError):
     """A payload that is not a valid message; ``reason`` is short, ``detail`` says why."""
 
     def __init__(self, reason: str, detail: str = "") -> None:
@@ -136,7 +138,7 @@ class DecodeError(ValueError):
         self.detail = detail
 
 
-class Rejected(ValueError):
+class Rejected(MobagentError, ValueError):
     """An inbound payload refused for ``topic``; ``error`` is the event that says why."""
 
     def __init__(self, error: Error) -> None:

@@ -30,6 +30,7 @@ from typing import Final, Literal
 
 import msgspec
 
+from runtime.errors import MobagentError
 from runtime.messages import (
     Answer,
     Approve,
@@ -49,7 +50,7 @@ SHARE_GROUP: Final = "mobagent"
 _BAD_CHARS: Final = frozenset("/+#\x00")
 
 
-class TopicError(ValueError):
+class TopicError(MobagentError, ValueError):
     pass
 
 

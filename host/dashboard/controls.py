@@ -14,11 +14,12 @@ from typing import Any
 from host.dashboard.state import FleetState
 from protocol.messages import Answer, Approve, Cancel, Instruction, Msg, Steer
 from runtime import topics
+from runtime.errors import MobagentError
 
 KINDS = ("submit", "cancel", "steer", "approve", "answer")
 
 
-class ControlError(ValueError):
+class ControlError(MobagentError, ValueError):
     pass
 
 

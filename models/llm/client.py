@@ -44,6 +44,7 @@ from cachetools import LRUCache
 from msgspec import Meta
 
 from devices.codecs import fit_jpeg
+from runtime.errors import MobagentError
 
 log = structlog.get_logger(__name__)
 
@@ -292,7 +293,7 @@ class LLMSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
 # ---------------------------------------------------------------------------- errors
 
 
-class LLMError(Exception):
+class LLMError(MobagentError):
     """Any failure of an LLM call; the message is safe to log and to publish."""
 
 

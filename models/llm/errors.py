@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from runtime.errors import MobagentError
 
-class ParseError(ValueError):
+
+class ParseError(MobagentError, ValueError):
     """A reply that does not follow the format; ``str(e)`` is meant for re-asking the model."""
 
     def __init__(self, message: str, text: str = "") -> None:
