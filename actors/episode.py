@@ -1,60 +1,21 @@
-"""One device's agent (the planner) and its step loop: Mobile-Agent's loop, as messages.
+"""The planner actor of one phone, ``DeviceAgent``, and the episode it runs step by step.
 
-``DeviceAgent`` is the planner actor for one phone. Its inbox is the device's control
-topic (Cancel, Approve, Answer, Steer); the host's fleet (``host/fleet.py``, the one
-scheduler) calls ``run_episode`` with each instruction, one episode at a time, and owns the
-episode's lifecycle: it publishes ``EpisodeStarted`` / ``EpisodeFinished`` and the busy/idle
-status (``announce=False``). A lone agent (tests, tools) announces its own episodes.
-
-The other step actors are host-level services on the bus (``actors/services.py``): the
-planner publishes a request on ``mobagent/v1/devices/{serial}/requests/{kind}`` and awaits
-the step event carrying the same ``request_id`` on ``devices/{serial}/events/{kind}``
-(``actors/rpc.py``: ``Requests`` publishes and waits under a timeout, the host's
-``ReplyRouter`` matches replies by id; an ``Error`` reply or no reply fails the episode
-with the reason). Each step, for device ``d``:
-
-1. ``FrameRequest`` -> capture -> ``Frame`` (hashed, flagged, encoded once; with the OCR
-   lines for the prompt's hints when ``ocr_hints`` is on, and on the first frame the
-   foreground app); perception sees the ``Frame`` event and starts speculative OCR on it;
-2. the policy (``actors/planner.py``) decides -> ``LlmUsage`` per call, ``Plan``;
-3. a target to tap -> ``GroundRequest`` -> perception -> ``Grounded`` | ``Ambiguous`` (one
-   chooser call here, published as the planner's ``Choice``) | ``NotFound`` (feedback for
-   the next prompt, nothing executed);
-4. sensitive operations wait for ``Approve`` on the control topic when approval is on;
-   ``Ask`` publishes a ``Question`` there and waits for an ``Answer``;
-5. ``ActRequest`` (operation + grounded point) -> actuator -> ``ActionDone``;
-6. ``FrameRequest`` for the after-frame, then ``ReflectRequest`` (before/after frame ids)
-   -> reflector -> ``Reflection`` (ok | unchanged | wrong_page); then ``StepTiming``.
-
-``Stop`` triggers the completion check; "not complete" continues with the reason in the
-prompt. The loop guard (``actors/loop_guard.py``), the step budget and the completion check
-are the planner's own. The planner never calls a device or a model engine itself: capture,
-perception, actuation and reflection are reached only through their requests, and each
-event kind has one producer (the planner publishes only its own kinds). What the planner
-settles itself still goes through the owner of the kind: a step it ends without the phone
-(target not found, not approved, an Ask answered) is an ``ActRequest`` with ``settled``,
-answered by the actuator's ``ActionDone``; its own verdicts (loop guard, completion check,
-unusable reply, LLM judge) are a ``ReflectRequest`` with ``given``, answered by the
-reflector's ``Reflection``.
-
-The host registers each phone with its ``AgentServices`` (the services own the per-device
-state); an agent whose phone its services do not serve fails the episode with that reason.
-
-Pixels travel the bus as ``Frame.data``; within one host the services share decoded
-frames through a ``FrameStore`` (a local fast path, see ``actors/rpc.py``). The planner
-itself only needs the encoded frame (for the LLM) and its hash.
+The agent serves the phone's control topic (Cancel, Approve, Answer, Steer) and runs one
+episode at a time; ``_Episode`` holds an episode's state, and each step is a short sequence
+of stages (plan, then ground, approve, act and reflect, or the path of Stop, Ask and Note).
+The planner reaches capture, perception, actuation and reflection only through their
+requests on the bus (``actors/rpc.py``), and publishes only its own event kinds. The
+messages of one step are drawn in docs/architecture.md ("One step, as messages").
 
 Without host services on its bus (``services=None``: unit tests, one-off tools) an agent
-runs a private set in-process through a loopback router: the same requests, actors and
-replies, no broker hop (``AgentServices.loopback``). Every message carries device,
-episode_id and step; events go out on ``mobagent/v1/devices/{serial}/events/{kind}``.
+runs a private set in-process through a loopback router (``AgentServices.loopback``).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, replace
 from typing import Literal, TypeVar
 
@@ -62,20 +23,20 @@ import anyio
 import msgspec
 import structlog
 
-from actors.actuator import ActionFailed, is_sensitive
+from actors.actuator import is_sensitive
 from actors.config import AgentSettings, episode_settings
+from actors.control import ControlInbox
 from actors.loop_guard import LoopGuard
 from actors.perception import PerceptionActor, candidate_point
 from actors.planner import ActionJudge, Decision, Policy, ProgressPlanner, StepContext
 from actors.rpc import RequestError, new_request_id
 from actors.services import AgentServices
 from actors.telemetry import Tracing, set_outcome, span_ids
-from devices.adb import Device, DeviceError
+from devices.adb import Device
 from models.llm import (
     CostCap,
     LLMBadResponse,
     LLMCostCapReached,
-    LLMError,
     LLMReply,
     spending_cap,
 )
@@ -211,10 +172,7 @@ class DeviceAgent(Actor):
         self._scope: anyio.CancelScope | None = None
         self._cancel_reason = ""
         self._episode_id = ""
-        self._approvals: list[Approve] = []
-        self._answers: list[Answer] = []
-        self._steers: list[str] = []
-        self._control_event = anyio.Event()
+        self.control = ControlInbox()  # approvals, answers and steers for the episode
         self.outcomes: list[EpisodeOutcome] = []
         self.busy = False
         # In-process listeners, called with every message before it is published and with
@@ -292,13 +250,10 @@ class DeviceAgent(Actor):
             if self._scope is not None:
                 self._cancel_reason = msg.reason or "cancelled"
                 self._scope.cancel()
-        elif isinstance(msg, Approve):
-            self._approvals.append(msg)
-        elif isinstance(msg, Answer):
-            self._answers.append(msg)
+        elif isinstance(msg, Approve | Answer):
+            self.control.add(msg)
         elif isinstance(msg, Steer):
-            self._steers.append(msg.text)
-        self._control_event.set()
+            self.control.add(msg.text)
 
     @asynccontextmanager
     async def _services_running(self) -> AsyncIterator[None]:
@@ -328,16 +283,6 @@ class DeviceAgent(Actor):
             except Exception as exc:
                 log.debug("stream_capture_failed", error=str(exc))
 
-    async def _wait_control(self, pick: Callable[[], Msg | None], timeout_s: float) -> Msg | None:
-        with anyio.move_on_after(timeout_s):
-            while True:
-                got = pick()
-                if got is not None:
-                    return got
-                self._control_event = anyio.Event()
-                await self._control_event.wait()
-        return None
-
     # ---- one episode ------------------------------------------------------------------
 
     async def run_episode(self, instr: Instruction, *, announce: bool = True) -> EpisodeOutcome:
@@ -359,9 +304,7 @@ class DeviceAgent(Actor):
                        announce: bool) -> EpisodeOutcome:
         self._episode_id = episode_id
         self._cancel_reason = ""
-        self._approvals.clear()
-        self._answers.clear()
-        self._steers.clear()
+        self.control.clear()
         self.busy = True
         ids = Ids(self.serial, episode_id, instr.id)
         budget = instr.max_steps or self.settings.max_steps
@@ -381,7 +324,7 @@ class DeviceAgent(Actor):
                 await run.loop()
             except _Finish as fin:
                 status, reason = fin.status, fin.reason
-            except (DeviceError, LLMError, TimeoutError, ActionFailed, RequestError) as exc:
+            except (MobagentError, TimeoutError) as exc:  # what the phone, model or bus raised
                 status, reason = "failed", f"{type(exc).__name__}: {exc}"
                 await self.emit(ids.stamp(Error(
                     topic=topics.device_event(self.serial, "error"),
@@ -404,13 +347,43 @@ class DeviceAgent(Actor):
         return outcome
 
 
+class _PhaseClock:
+    """Where one step's time went (capture, llm, perception, approval, act, reflection),
+    published once as its ``StepTiming``."""
+
+    def __init__(self, first_capture_s: float) -> None:
+        self.started = time.perf_counter()
+        # Each frame is counted once: the first in step 1, then each step's after-frame.
+        self.first_capture_s = first_capture_s
+        self.phases: dict[str, float] = {"capture": first_capture_s}
+
+    @contextmanager
+    def timed(self, phase: str) -> Iterator[None]:
+        """Add the time the block takes to ``phase``."""
+        t = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.phases[phase] = self.phases.get(phase, 0.0) + time.perf_counter() - t
+
+    def timing(self) -> StepTiming:
+        total = time.perf_counter() - self.started + self.first_capture_s
+        return StepTiming(phases={k: round(v, 4) for k, v in self.phases.items()},
+                          total_s=round(total, 4))
+
+
 class _Episode:
-    """The state of one running episode (history, feedback, counters) and its loop."""
+    """The state of one running episode (history, feedback, counters) and its steps.
+
+    A step is a short sequence of stages (``_stages``): plan, then the operation's own path
+    (stop, loop guard, ask, note, or ground, approve, act and reflect). Each stage returns
+    its outcome; a stage that ends the step early returns the frame the next step plans on.
+    """
 
     def __init__(self, agent: DeviceAgent, instr: Instruction, episode_id: str, budget: int,
                  ids: Ids) -> None:
-        self.a = agent
-        self.s = agent.settings
+        self.agent = agent
+        self.settings = agent.settings
         self.instr = instr
         self.episode_id = episode_id
         self.budget = budget
@@ -421,7 +394,7 @@ class _Episode:
         view = getattr(self.policy, "image_view", None)
         self.view: tuple[int, int] | None = view if isinstance(view, tuple) else None
         # The loop guard is the planner's: which operation it chose on which frame.
-        self.guard = LoopGuard(self.s.loop_guard)
+        self.guard = LoopGuard(self.settings.loop_guard)
         self.history: list[StepRecord] = []
         self.feedback: list[str] = []
         # The memory (Mobile-Agent-v2): the running progress and the notes kept, in every
@@ -437,15 +410,371 @@ class _Episode:
         self.cost_usd = 0.0  # what this episode's LLM calls cost so far
         # agent.max_cost_usd, checked by the LLM client before each call too (at the call's
         # worst cost), so that one call cannot overshoot it.
-        self.cap = CostCap(self.s.max_cost_usd) if self.s.max_cost_usd > 0 else None
+        max_cost = self.settings.max_cost_usd
+        self.cap = CostCap(max_cost) if max_cost > 0 else None
         self.first_capture_s = 0.0
         svc = agent.services
         self.t_ground = svc.ground_timeout_s + REQUEST_MARGIN_S
         self.t_act = svc.actuator.serve_timeout_s + REQUEST_MARGIN_S
         self.t_reflect = svc.reflector.serve_timeout_s + REQUEST_MARGIN_S
 
+    # ---- the episode ------------------------------------------------------------------
+
+    async def loop(self) -> None:
+        agent = self.agent
+        if not agent.services.serves(agent.serial):
+            raise RequestError(f"{agent.serial} is not served by this host's agent services "
+                               "(the host registers a phone when it adds it)")
+        self.step = 1
+        t = time.perf_counter()
+        # The foreground app once at the start (in the frame reply); each Reflection
+        # reports it afterwards.
+        before = await self.frame(1, app=True)
+        self.first_capture_s = time.perf_counter() - t
+        app_before = before.app
+        while True:
+            if self.step > self.budget:
+                self.step = self.budget
+                await self.reflect("incomplete", f"the step budget of {self.budget} is spent",
+                                   None, before)
+                raise _Finish("failed", f"step budget of {self.budget} steps exhausted")
+            try:
+                with spending_cap(self.cap), anyio.fail_after(self.settings.step_timeout_s), \
+                        agent.tracing.span("step", {"mobagent.step": self.step}):
+                    before, app_before = await self.one_step(before, app_before)
+            except LLMCostCapReached as exc:
+                # The calls this step made before the refused one (re-asks, the planner's
+                # before the chooser's) are published and counted first.
+                for r in tuple(self.cap.answered if self.cap else ()):
+                    await self.usage((r,), _PURPOSE_OF_ROLE[r.role], check_cap=False)
+                raise _Finish("failed", str(exc)) from None
+            self.step += 1
+
+    async def one_step(self, before: Frame, app_before: str) -> tuple[Frame, str]:
+        """One step, its ``StepTiming`` published however it ends; the frame (and the
+        foreground app) the next step plans on."""
+        first = self.step == 1 and not self.history
+        clock = _PhaseClock(self.first_capture_s if first else 0.0)
+        try:
+            return await self._stages(before, app_before, clock)
+        finally:
+            with anyio.CancelScope(shield=True):  # bounded: emit has its own timeout
+                await self.send(clock.timing())
+
+    async def _stages(self, before: Frame, app_before: str,
+                      clock: _PhaseClock) -> tuple[Frame, str]:
+        ctx, op = await self.plan(before, clock)
+        if op is None:  # unusable: nothing executed, the next step asks again
+            return before, app_before
+        if isinstance(op, Stop):
+            await self.stop(ctx, before, clock)
+            return before, app_before
+        if await self.caught_in_loop(op, before):
+            return before, app_before
+        if isinstance(op, Ask):
+            await self.ask(op, before)
+            # The answer may have taken minutes: plan the next step on the screen as it is now.
+            return await self.fresh_frame(clock), app_before
+        if isinstance(op, Note):
+            await self.note(op, before)
+            return before, app_before
+        point: tuple[int, int] | None = None
+        if isinstance(op, GROUNDED_OPS):
+            with clock.timed("perception"):
+                point = await self.ground(op, ctx, before, clock)
+            if point is None:
+                return before, app_before
+        if not await self.approved(op, before, clock):
+            return before, app_before
+        done = await self.act(op, point, before, clock)
+        if not done.ok:
+            # A failed action may still have touched the screen (the launcher fallback pressed
+            # HOME and swiped): the next step plans and grounds on a fresh frame.
+            return await self.fresh_frame(clock), app_before
+        self.executed.append(op)
+        return await self.reflect_on(ctx, op, done, before, app_before, clock)
+
+    # ---- the stages -------------------------------------------------------------------
+
+    async def plan(self, before: Frame,
+                   clock: _PhaseClock) -> tuple[StepContext, Operation | None]:
+        """The policy's decision, published as a ``Plan``; the step's context (with the
+        Thought, for the chooser and the judge) and its operation, None when unusable."""
+        # The frame's OCR lines came with it from the capture service (``ocr_hints``).
+        hints = tuple(ln.text for ln in before.lines) if self.settings.ocr_hints else ()
+        ctx = self.context(before, hints)
+        with clock.timed("llm"):
+            try:
+                decision = await self.policy.decide(ctx)
+            except LLMBadResponse as exc:
+                # A 200 with no usable completion: this step is retried like an unusable
+                # reply (and counted as one); transient HTTP failures were retried by the client.
+                decision = Decision("", "", "", None, parse_error=str(exc))
+        await self.usage(decision.replies, "plan", check_cap=False)
+        op = decision.operation
+        await self.send(Plan(observation=decision.observation[:4000],
+                             thought=decision.thought[:4000], action=decision.action[:1000],
+                             operation=op, parse_error=decision.parse_error[:1000]))
+        # The reply that reached the cap is on record (its Plan), and never executed.
+        self.check_cost_cap()
+        self.feedback = []
+        self.observation, self.thought = decision.observation, decision.thought
+        if op is None:
+            await self.refuse_unusable(decision, before)
+            return ctx, None
+        self.unusable = 0
+        if self.settings.notes and decision.memory:
+            await self.keep_note(decision.memory, "field")
+        if self.settings.planning == "inline" and decision.progress:
+            await self.set_progress(decision.progress, "inline")
+        return replace(ctx, thought=decision.thought), op
+
+    async def refuse_unusable(self, decision: Decision, before: Frame) -> None:
+        """An unusable reply: nothing is executed, and past agent.max_unusable_replies in a
+        row the episode fails."""
+        limit = self.settings.max_unusable_replies
+        self.unusable += max(1, len(decision.replies))
+        if self.unusable >= limit:
+            raise _Finish("failed", f"{self.unusable} unusable replies in a row "
+                                    f"(agent.max_unusable_replies={limit}); "
+                                    f"last parse error: {decision.parse_error}; last reply: "
+                                    f"{decision.action[-300:]!r}")
+        self.feedback = [f"Your last reply could not be used ({decision.parse_error}); "
+                         "nothing was done. Answer in the required format."]
+        await self.reflect("unchanged", f"unusable reply, nothing executed: "
+                                        f"{decision.parse_error}", None, before)
+
+    async def caught_in_loop(self, op: Operation, before: Frame) -> bool:
+        """True when the loop guard refuses ``op`` on this frame (the episode fails once it
+        is chosen twice more after the warning)."""
+        count = self.guard.note_choice(before, op)
+        loop = self.guard.verdict(count, op)
+        if loop is None:
+            return False
+        await self.reflect("loop", loop, op, before)
+        if count >= self.settings.loop_guard + 2:
+            raise _Finish("failed", f"loop guard: {format_operation(op)} chosen {count} "
+                                    "times on the same screen")
+        self.feedback = [reflection_feedback("loop", loop)]
+        self.record(op, "not done: repeated without effect", before, "loop", loop)
+        return True
+
+    async def note(self, op: Note, before: Frame) -> None:
+        """A Note is kept (agent.notes); nothing touches the phone (no ActionDone)."""
+        if self.settings.notes:
+            await self.keep_note(op.text, "operation")
+            self.record(op, "kept as a note", before)
+        else:
+            self.record(op, "not kept: notes are off (agent.notes)", before)
+            self.feedback = ["Notes are off: Note does nothing here. Choose another action."]
+
+    async def ground(self, op: Operation, ctx: StepContext, before: Frame,
+                     clock: _PhaseClock) -> tuple[int, int] | None:
+        """The point to act on, from perception (and the chooser on an ``Ambiguous``); None
+        when the target is not on the screen (the step then ends, recorded as not found)."""
+        svc = self.agent.services
+        req = self.request(GroundRequest(  # a worker elsewhere gets the frame with it
+            frame_id=before.frame_id, operation=op, snap_radius_px=self.settings.snap_radius_px,
+            frame=before if svc.remote_perception else None))
+        ans = await self.agent.call(req, (Grounded, Ambiguous, NotFound), self.t_ground,
+                                    resend_after_s=svc.ground_resend_s)
+        if isinstance(ans, Grounded):
+            return ans.x, ans.y
+        if isinstance(ans, Ambiguous):
+            point = await self.choose(op, ans, ctx, before, clock)
+            if point is not None:
+                return point
+            closest = [c.text for c in ans.candidates if c.text]
+        else:
+            assert isinstance(ans, NotFound)
+            closest = list(ans.closest)
+        self.feedback = [not_found_feedback(op, closest)]
+        await self.conclude_without_phone(op, False, "target not found on the screen",
+                                          time.perf_counter(), before)
+        self.record(op, "not found", before)
+        return None
+
+    async def choose(self, op: Operation, ans: Ambiguous, ctx: StepContext, before: Frame,
+                     clock: _PhaseClock) -> tuple[int, int] | None:
+        """The chooser's pick among ``ans``'s marked candidates, published as the planner's
+        ``Choice``; None when it picked none."""
+        target = op.description if isinstance(op, ClickIcon) else getattr(op, "text", "")
+        labels = [c.index for c in ans.candidates]
+        with clock.timed("llm"):
+            choice = await self.policy.choose(ctx, target, ans.marked_image or before.data,
+                                              labels, [c.text for c in ans.candidates],
+                                              [c.box.center for c in ans.candidates],
+                                              reason=ans.reason,
+                                              crops=[c.crop for c in ans.candidates])
+        await self.usage(choice.replies, "choose")
+        pt = candidate_point(ans, choice.index) if choice.index is not None else None
+        box = next((c.box for c in ans.candidates if c.index == choice.index), None)
+        # The planner's own kind: Grounded / NotFound stay perception's.
+        await self.send(Choice(frame_id=before.frame_id, query=target,
+                               index=choice.index if pt is not None else None,
+                               x=pt[0] if pt else None, y=pt[1] if pt else None,
+                               box=box if pt is not None else None))
+        return pt
+
+    async def approved(self, op: Operation, before: Frame, clock: _PhaseClock) -> bool:
+        """False when ``op`` is sensitive (agent.approval) and the user did not approve it:
+        the step then ends, recorded as skipped."""
+        settings = self.settings
+        if not settings.approval or (pattern := is_sensitive(op, settings.sensitive_patterns)) is None:
+            return True
+        with clock.timed("approval"):
+            ok, note = await self.approval(op, pattern)
+        if ok:
+            return True
+        await self.conclude_without_phone(op, False, f"skipped: not approved ({note})",
+                                          time.perf_counter(), before)
+        self.record(op, f"skipped: not approved{f' ({note})' if note else ''}", before)
+        self.feedback = [f"The user did not approve {format_operation(op)}"
+                         + (f": {note}" if note else "") + ". Do something else or Stop."]
+        return False
+
+    async def act(self, op: Operation, point: tuple[int, int] | None, before: Frame,
+                  clock: _PhaseClock) -> ActionDone:
+        """The actuator's ``ActionDone`` for ``op`` (at ``point``); a failure is recorded
+        with its feedback."""
+        with clock.timed("act"):
+            done = await self.agent.call(self.request(ActRequest(
+                request_id="-", operation=op, frame_id=before.frame_id,
+                x=point[0] if point else None, y=point[1] if point else None,
+                width=before.width, height=before.height)), (ActionDone,), self.t_act)
+        assert isinstance(done, ActionDone)
+        if not done.ok:
+            self.record(op, f"failed: {done.detail}", before)
+            self.feedback = [f"{format_operation(op)} failed: {done.detail}"]
+        return done
+
+    async def reflect_on(self, ctx: StepContext, op: Operation, done: ActionDone, before: Frame,
+                         app_before: str, clock: _PhaseClock) -> tuple[Frame, str]:
+        """The after-frame, the reflector's verdict (and the LLM judge's, agent.reflection),
+        the step's history record and feedback; the frame and app the next step starts on."""
+        settings = self.settings
+        after = await self.fresh_frame(clock)
+        with clock.timed("reflection"):
+            ref = await self.agent.call(self.request(ReflectRequest(
+                request_id="-", before_frame_id=before.frame_id, after_frame_id=after.frame_id,
+                operation=op, app_before=app_before)), (Reflection,), self.t_reflect)
+            assert isinstance(ref, Reflection)
+            verdict: str = ref.verdict
+            reason = ref.reason
+            judged = None
+            if settings.reflection == "llm" or (settings.reflection == "both" and ref.unsure):
+                judged = await self.judge(ctx, op, before, after, done.detail)
+                if judged is not None:
+                    verdict, reason = judged
+        if judged is not None and verdict == "wrong_page" and settings.back_on_wrong_page:
+            # The judge says the action led astray: undo it (Mobile-Agent-v2), then re-plan
+            # on the screen it came back to.
+            self.record(op, f"{done.detail}; led to a wrong page, undone with Back", before,
+                        verdict, reason)
+            self.feedback = [judge_feedback(op, verdict, reason, undone=True)]
+            after = await self.undo(after, clock)
+            await self.track_progress(ctx)
+            return after, app_before
+        self.record(op, done.detail, before, verdict, reason)
+        if verdict != "ok":
+            self.feedback = [judge_feedback(op, verdict, reason) if judged is not None
+                             else reflection_feedback(verdict, reason)]
+        await self.track_progress(ctx)
+        return after, ref.app or app_before
+
+    async def stop(self, ctx: StepContext, before: Frame, clock: _PhaseClock) -> None:
+        """``Stop``: the completion check (agent.completion_check) ends the episode, or
+        the reason it is not complete goes into the next prompt."""
+        if not self.settings.completion_check:
+            raise _Finish("succeeded", "the planner chose Stop")
+        with clock.timed("reflection"):
+            comp = await self.policy.check_completion(ctx)
+        await self.usage(comp.replies, "reflect")
+        if comp.complete:
+            await self.reflect("complete", comp.reason, Stop(), before)
+            raise _Finish("succeeded", comp.reason or "complete")
+        self.not_complete += 1
+        await self.reflect("incomplete", comp.reason, Stop(), before)
+        self.record(Stop(), "not complete", before, "incomplete", comp.reason)
+        self.feedback = [incomplete_feedback(comp.reason or "no reason given")]
+        if self.not_complete > self.settings.max_not_complete:
+            raise _Finish("failed", f"Stop was judged not complete {self.not_complete} times: "
+                                    f"{comp.reason}")
+
+    async def ask(self, op: Ask, before: Frame) -> None:
+        """``Ask``: a ``Question`` on the control topic, then the user's ``Answer`` (or
+        none within agent.ask_timeout_s), recorded as the operation's outcome."""
+        agent = self.agent
+        t = time.perf_counter()
+        await agent.ask_question(self.ids.stamp(Question(text=op.question), self.step))
+        await agent.status("busy", f"question (step {self.step}): {op.question}")
+        got = await agent.control.answer(self.settings.ask_timeout_s)
+        await agent.status("busy", f"episode {self.episode_id}")
+        if got is None:
+            result = f"no answer within {self.settings.ask_timeout_s:g}s"
+        else:
+            result = f"answered: {got.text}"
+        await self.conclude_without_phone(op, got is not None, result, t, before)
+        self.record(op, result, before)
+        self.executed.append(op)
+
+    # ---- what the stages share --------------------------------------------------------
+
+    async def judge(self, ctx: StepContext, op: Operation, before: Frame, after: Frame,
+                    result: str) -> tuple[str, str] | None:
+        """The LLM judge on the before and after screens (agent.reflection), published as a
+        ``Reflection`` with source "llm"; None when the policy has no judge or no verdict."""
+        if not isinstance(self.policy, ActionJudge):
+            return None
+        j = await self.policy.judge_action(ctx, op, self.screenshot(before),
+                                           self.screenshot(after), result)
+        await self.usage(j.replies, "judge")
+        if j.verdict not in ("ok", "wrong_page", "unchanged"):
+            log.warning("judge_unusable", reason=j.reason[:200])
+            return None
+        await self.reflect(j.verdict, j.reason, op, before, after, source="llm")  # type: ignore[arg-type]
+        return j.verdict, j.reason
+
+    async def undo(self, after: Frame, clock: _PhaseClock) -> Frame:
+        """Back, as its own action, and the frame it leads to."""
+        with clock.timed("act"):
+            res = await self.agent.call(self.request(ActRequest(
+                request_id="-", operation=Back(), frame_id=after.frame_id,
+                width=after.width, height=after.height)), (ActionDone,), self.t_act)
+        assert isinstance(res, ActionDone)
+        if res.ok:
+            self.executed.append(Back())
+        return await self.fresh_frame(clock)
+
+    async def fresh_frame(self, clock: _PhaseClock) -> Frame:
+        """The next step's frame, taken now (after the agent.settle_s wait for the screen)."""
+        if self.settings.settle_s:
+            await anyio.sleep(self.settings.settle_s)
+        with clock.timed("capture"):
+            return await self.frame(self.step + 1)
+
+    async def track_progress(self, ctx: StepContext) -> None:
+        """agent.planning = "call": the planning call after the step just recorded."""
+        if self.settings.planning != "call" or not isinstance(self.policy, ProgressPlanner):
+            return
+        ctx = replace(ctx, progress=self.progress, notes=tuple(self.notes))
+        upd = await self.policy.update_progress(ctx, self.history[-1])
+        await self.usage(upd.replies, "progress")
+        if upd.text:
+            await self.set_progress(upd.text, "call")
+
+    async def approval(self, op: Operation, pattern: str) -> tuple[bool, str]:
+        """The user's ``Approve`` for ``op`` (False after agent.approval_timeout_s)."""
+        agent = self.agent
+        await agent.status("busy", f"awaiting approval (step {self.step}): {format_operation(op)}")
+        got = await agent.control.approval(self.step, self.settings.approval_timeout_s)
+        await agent.status("busy", f"episode {self.episode_id}")
+        if got is None:
+            return False, f"no approval within {self.settings.approval_timeout_s:g}s"
+        return got.approved, got.note
+
     async def send(self, msg: Msg) -> None:
-        await self.a.emit(self.ids.stamp(msg, self.step))
+        await self.agent.emit(self.ids.stamp(msg, self.step))
 
     def request(self, msg: M) -> M:
         """``msg`` with this episode's ids and a fresh request id."""
@@ -464,7 +793,7 @@ class _Episode:
             total += r.latency_s
             cost = r.cost_usd or 0.0
             self.cost_usd += cost
-            with self.a.tracing.llm_call(
+            with self.agent.tracing.llm_call(
                     model=r.model, purpose=purpose, family=self.family, cost_usd=cost,
                     prompt_tokens=r.prompt_tokens, completion_tokens=r.completion_tokens,
                     cached_tokens=r.cached_tokens, latency_s=r.latency_s, attempts=r.attempts):
@@ -477,7 +806,7 @@ class _Episode:
         return total
 
     def check_cost_cap(self) -> None:
-        cap = self.s.max_cost_usd
+        cap = self.settings.max_cost_usd
         if cap > 0 and self.cost_usd >= cap:
             raise _Finish("failed", f"cost cap of ${cap:g} reached: the LLM calls cost "
                                     f"${self.cost_usd:.4f}")
@@ -486,40 +815,53 @@ class _Episode:
                       after: Frame | None = None, *, source: Literal["", "llm"] = "") -> None:
         """A verdict the planner reached itself, published by the reflector service (the one
         producer of ``Reflection``) as a ``ReflectRequest`` with ``given``."""
-        await self.a.call(self.request(ReflectRequest(
+        await self.agent.call(self.request(ReflectRequest(
             request_id="-", before_frame_id=before.frame_id,
             after_frame_id=(after or before).frame_id, operation=op,
             given=Given(verdict=verdict, reason=reason[:2000], source=source))),
             (Reflection,), self.t_reflect)
 
+    async def conclude_without_phone(self, op: Operation, ok: bool, detail: str, t0: float,
+                                     before: Frame) -> None:
+        """An operation's outcome decided without the phone (not found, not approved, an
+        Ask answered), published by the actuator service (the one producer of
+        ``ActionDone``) as an ``ActRequest`` with ``settled``: nothing is performed."""
+        await self.agent.call(self.request(ActRequest(
+            request_id="-", operation=op, frame_id=before.frame_id, width=before.width,
+            height=before.height, settled=Settled(ok=ok, detail=detail[:2000],
+                                                  duration_s=time.perf_counter() - t0))),
+            (ActionDone,), self.t_act)
+
     async def frame(self, step: int, *, app: bool = False) -> Frame:
         """A step frame from the capture service, with its OCR lines when hints are on."""
-        return await self.a.request_frame(episode_id=self.episode_id, step=step,
-                                          correlation_id=self.ids.correlation_id, view=self.view,
-                                          app=app, ocr=self.s.ocr_hints)
+        return await self.agent.request_frame(episode_id=self.episode_id, step=step,
+                                              correlation_id=self.ids.correlation_id,
+                                              view=self.view, app=app,
+                                              ocr=self.settings.ocr_hints)
 
     def screenshot(self, frame: Frame) -> bytes:
         """The frame as the LLM gets it: capture's LLM-sized view on this host, else the
         bus encoding (the LLM client then scales it itself)."""
-        return self.a.services.frames.view(frame.frame_id, frame.device) or frame.data
+        return self.agent.services.frames.view(frame.frame_id, frame.device) or frame.data
 
     def context(self, before: Frame, hints: tuple[str, ...] = ()) -> StepContext:
-        feedback = [*self.feedback, *(f"The user says: {t}" for t in self.a._steers)]
+        steers = self.agent.control.take_steers()
+        feedback = [*self.feedback, *(f"The user says: {t}" for t in steers)]
         if "black" in before.flags:
             feedback.append("The screenshot is all black: the app shows a secure window that "
                             "cannot be captured. Go Back, or Ask the user.")
-        self.a._steers.clear()
+        settings = self.settings
         return StepContext(
             instruction=self.instr.text, screenshot=self.screenshot(before),
             history=tuple(self.history),
             feedback=tuple(feedback), ocr_hints=hints, step=self.step, task=self.instr.task,
             # The re-asks this step may still make before max_unusable_replies is reached.
-            max_reasks=max(0, self.s.max_unusable_replies - self.unusable - 1),
+            max_reasks=max(0, settings.max_unusable_replies - self.unusable - 1),
             screen=(int(before.width), int(before.height)),
-            progress=self.progress if self.s.planning != "off" else "",
-            notes=tuple(self.notes), reply_progress=self.s.planning == "inline",
-            reply_memory=self.s.notes, history_thoughts=self.s.history_thoughts,
-            check_screens=self.s.check_screens,
+            progress=self.progress if settings.planning != "off" else "",
+            notes=tuple(self.notes), reply_progress=settings.planning == "inline",
+            reply_memory=settings.notes, history_thoughts=settings.history_thoughts,
+            check_screens=settings.check_screens,
         )
 
     def record(self, op: Operation, result: str, before: Frame,
@@ -533,7 +875,7 @@ class _Episode:
         text = " ".join(text.split())[:1000]
         if not text or text in self.notes:
             return
-        self.notes = [*self.notes, text][-self.s.max_notes:]
+        self.notes = [*self.notes, text][-self.settings.max_notes:]
         await self.send(NoteKept(text=text, origin=origin))  # type: ignore[arg-type]
 
     async def set_progress(self, text: str, origin: str) -> None:
@@ -541,354 +883,3 @@ class _Episode:
         if text and text != self.progress:
             self.progress = text
             await self.send(Progress(text=text, origin=origin))  # type: ignore[arg-type]
-
-    async def settle(self, op: Operation, ok: bool, detail: str, t0: float,
-                     before: Frame) -> None:
-        """An operation settled without the phone (not found, not approved, an Ask answered),
-        published by the actuator service (the one producer of ``ActionDone``) as an
-        ``ActRequest`` with ``settled``: nothing is performed."""
-        await self.a.call(self.request(ActRequest(
-            request_id="-", operation=op, frame_id=before.frame_id, width=before.width,
-            height=before.height, settled=Settled(ok=ok, detail=detail[:2000],
-                                                  duration_s=time.perf_counter() - t0))),
-            (ActionDone,), self.t_act)
-
-    async def loop(self) -> None:
-        s = self.s
-        if not self.a.services.serves(self.a.serial):
-            raise RequestError(f"{self.a.serial} is not served by this host's agent services "
-                               "(the host registers a phone when it adds it)")
-        self.step = 1
-        t = time.perf_counter()
-        # The foreground app once at the start (in the frame reply); each Reflection
-        # reports it afterwards.
-        before = await self.frame(1, app=True)
-        self.first_capture_s = time.perf_counter() - t
-        app_before = before.app
-        while True:
-            if self.step > self.budget:
-                self.step = self.budget
-                await self.reflect("incomplete", f"the step budget of {self.budget} is spent",
-                                   None, before)
-                raise _Finish("failed", f"step budget of {self.budget} steps exhausted")
-            try:
-                with spending_cap(self.cap), anyio.fail_after(s.step_timeout_s), \
-                        self.a.tracing.span("step", {"mobagent.step": self.step}):
-                    before, app_before = await self.one_step(before, app_before)
-            except LLMCostCapReached as exc:
-                # The calls this step made before the refused one (re-asks, the planner's
-                # before the chooser's) are published and counted first.
-                for r in tuple(self.cap.answered if self.cap else ()):
-                    await self.usage((r,), _PURPOSE_OF_ROLE[r.role], check_cap=False)
-                raise _Finish("failed", str(exc)) from None
-            self.step += 1
-
-    async def one_step(self, before: Frame, app_before: str) -> tuple[Frame, str]:
-        a, s = self.a, self.s
-        t_step = time.perf_counter()
-        # Each frame is counted once: the first in step 1, then each step's after-frame.
-        first = self.step == 1 and not self.history
-        first_capture = self.first_capture_s if first else 0.0
-        phases: dict[str, float] = {"capture": first_capture}
-
-        # The frame's OCR lines came with it from the capture service (``ocr_hints``).
-        hints = tuple(ln.text for ln in before.lines) if s.ocr_hints else ()
-        ctx = self.context(before, hints)
-
-        t = time.perf_counter()
-        try:
-            decision = await self.policy.decide(ctx)
-        except LLMBadResponse as exc:
-            # A 200 with no usable completion: this step is retried like an unusable reply
-            # (and counted as one); transient HTTP failures were retried by the client.
-            decision = Decision("", "", "", None, parse_error=str(exc))
-        phases["llm"] = time.perf_counter() - t
-        await self.usage(decision.replies, "plan", check_cap=False)
-        op = decision.operation
-        await self.send(Plan(observation=decision.observation[:4000],
-                             thought=decision.thought[:4000], action=decision.action[:1000],
-                             operation=op, parse_error=decision.parse_error[:1000]))
-        # The reply that reached the cap is on record (its Plan), and never executed.
-        self.check_cost_cap()
-        self.feedback = []
-        self.observation, self.thought = decision.observation, decision.thought
-        ctx = replace(ctx, thought=decision.thought)  # the chooser and the judge get it
-        if op is not None:
-            if s.notes and decision.memory:
-                await self.keep_note(decision.memory, "field")
-            if s.planning == "inline" and decision.progress:
-                await self.set_progress(decision.progress, "inline")
-
-        async def timing() -> None:
-            total = time.perf_counter() - t_step + first_capture
-            await self.send(StepTiming(phases={k: round(v, 4) for k, v in phases.items()},
-                                       total_s=round(total, 4)))
-
-        if op is None:
-            self.unusable += max(1, len(decision.replies))
-            if self.unusable >= s.max_unusable_replies:
-                await timing()
-                raise _Finish("failed", f"{self.unusable} unusable replies in a row "
-                                        f"(agent.max_unusable_replies={s.max_unusable_replies}); "
-                                        f"last parse error: {decision.parse_error}; last reply: "
-                                        f"{decision.action[-300:]!r}")
-            self.feedback = [f"Your last reply could not be used ({decision.parse_error}); "
-                             "nothing was done. Answer in the required format."]
-            await self.reflect("unchanged", f"unusable reply, nothing executed: "
-                                            f"{decision.parse_error}", None, before)
-            await timing()
-            return before, app_before
-        self.unusable = 0
-
-        if isinstance(op, Stop):
-            await self.stop(ctx, before, phases)
-            await timing()
-            return before, app_before
-
-        count = self.guard.note_choice(before, op)
-        loop = self.guard.verdict(count, op)
-        if loop is not None:
-            await self.reflect("loop", loop, op, before)
-            if count >= s.loop_guard + 2:
-                await timing()
-                raise _Finish("failed", f"loop guard: {format_operation(op)} chosen {count} "
-                                        "times on the same screen")
-            self.feedback = [reflection_feedback("loop", loop)]
-            self.record(op, "not done: repeated without effect", before, "loop", loop)
-            await timing()
-            return before, app_before
-
-        if isinstance(op, Ask):
-            await self.ask(op, before)
-            # The answer may have taken minutes: plan the next step on the screen as it is now.
-            after = await self.fresh_frame(phases)
-            await timing()
-            return after, app_before
-
-        if isinstance(op, Note):  # kept, nothing touches the phone (no ActionDone)
-            if s.notes:
-                await self.keep_note(op.text, "operation")
-                self.record(op, "kept as a note", before)
-            else:
-                self.record(op, "not kept: notes are off (agent.notes)", before)
-                self.feedback = ["Notes are off: Note does nothing here. Choose another action."]
-            await timing()
-            return before, app_before
-
-        point: tuple[int, int] | None = None
-        if isinstance(op, GROUNDED_OPS):
-            t = time.perf_counter()
-            point = await self.ground(op, ctx, before, phases)
-            phases["perception"] = phases.get("perception", 0.0) + time.perf_counter() - t
-            if point is None:
-                await timing()
-                return before, app_before
-
-        if s.approval and (pattern := is_sensitive(op, s.sensitive_patterns)) is not None:
-            t = time.perf_counter()
-            approved, note = await self.approval(op, pattern)
-            phases["approval"] = time.perf_counter() - t
-            if not approved:
-                await self.settle(op, False, f"skipped: not approved ({note})",
-                                  time.perf_counter(), before)
-                self.record(op, f"skipped: not approved{f' ({note})' if note else ''}", before)
-                self.feedback = [f"The user did not approve {format_operation(op)}"
-                                 + (f": {note}" if note else "") + ". Do something else or Stop."]
-                await timing()
-                return before, app_before
-
-        t = time.perf_counter()
-        act = self.request(ActRequest(
-            request_id="-", operation=op, frame_id=before.frame_id,
-            x=point[0] if point else None, y=point[1] if point else None,
-            width=before.width, height=before.height))
-        res = await a.call(act, (ActionDone,), self.t_act)
-        assert isinstance(res, ActionDone)
-        phases["act"] = time.perf_counter() - t
-        if not res.ok:
-            self.record(op, f"failed: {res.detail}", before)
-            self.feedback = [f"{format_operation(op)} failed: {res.detail}"]
-            # A failed action may still have touched the screen (the launcher fallback pressed
-            # HOME and swiped): the next step plans and grounds on a fresh frame.
-            after = await self.fresh_frame(phases)
-            await timing()
-            return after, app_before
-        self.executed.append(op)
-
-        if s.settle_s:
-            await anyio.sleep(s.settle_s)
-        t = time.perf_counter()
-        after = await self.frame(self.step + 1)
-        phases["capture"] += time.perf_counter() - t
-        t = time.perf_counter()
-        ref = await a.call(self.request(ReflectRequest(
-            request_id="-", before_frame_id=before.frame_id, after_frame_id=after.frame_id,
-            operation=op, app_before=app_before)), (Reflection,), self.t_reflect)
-        assert isinstance(ref, Reflection)
-        verdict: str = ref.verdict
-        reason = ref.reason
-        judged = None
-        if s.reflection == "llm" or (s.reflection == "both" and ref.unsure):
-            judged = await self.judge(ctx, op, before, after, res.detail)
-            if judged is not None:
-                verdict, reason = judged
-        phases["reflection"] = time.perf_counter() - t
-        if judged is not None and verdict == "wrong_page" and s.back_on_wrong_page:
-            # The judge says the action led astray: undo it (Mobile-Agent-v2), then re-plan
-            # on the screen it came back to.
-            self.record(op, f"{res.detail}; led to a wrong page, undone with Back", before,
-                        verdict, reason)
-            self.feedback = [judge_feedback(op, verdict, reason, undone=True)]
-            after = await self.undo(after, phases)
-            await self.track_progress(ctx)
-            await timing()
-            return after, app_before
-        self.record(op, res.detail, before, verdict, reason)
-        if verdict != "ok":
-            self.feedback = [judge_feedback(op, verdict, reason) if judged is not None
-                             else reflection_feedback(verdict, reason)]
-        await self.track_progress(ctx)
-        await timing()
-        return after, ref.app or app_before
-
-    async def judge(self, ctx: StepContext, op: Operation, before: Frame, after: Frame,
-                    result: str) -> tuple[str, str] | None:
-        """The LLM judge on the before and after screens (agent.reflection), published as a
-        ``Reflection`` with source "llm"; None when the policy has no judge or no verdict."""
-        if not isinstance(self.policy, ActionJudge):
-            return None
-        j = await self.policy.judge_action(ctx, op, self.screenshot(before),
-                                           self.screenshot(after), result)
-        await self.usage(j.replies, "judge")
-        if j.verdict not in ("ok", "wrong_page", "unchanged"):
-            log.warning("judge_unusable", reason=j.reason[:200])
-            return None
-        await self.reflect(j.verdict, j.reason, op, before, after, source="llm")  # type: ignore[arg-type]
-        return j.verdict, j.reason
-
-    async def undo(self, after: Frame, phases: dict[str, float]) -> Frame:
-        """Back, as its own action, and the frame it leads to."""
-        t = time.perf_counter()
-        res = await self.a.call(self.request(ActRequest(
-            request_id="-", operation=Back(), frame_id=after.frame_id,
-            width=after.width, height=after.height)), (ActionDone,), self.t_act)
-        assert isinstance(res, ActionDone)
-        phases["act"] = phases.get("act", 0.0) + time.perf_counter() - t
-        if res.ok:
-            self.executed.append(Back())
-        return await self.fresh_frame(phases)
-
-    async def fresh_frame(self, phases: dict[str, float]) -> Frame:
-        """The next step's frame, taken now (after the settle wait)."""
-        if self.s.settle_s:
-            await anyio.sleep(self.s.settle_s)
-        t = time.perf_counter()
-        frame = await self.frame(self.step + 1)
-        phases["capture"] = phases.get("capture", 0.0) + time.perf_counter() - t
-        return frame
-
-    async def track_progress(self, ctx: StepContext) -> None:
-        """agent.planning = "call": the planning call after the step just recorded."""
-        if self.s.planning != "call" or not isinstance(self.policy, ProgressPlanner):
-            return
-        ctx = replace(ctx, progress=self.progress, notes=tuple(self.notes))
-        upd = await self.policy.update_progress(ctx, self.history[-1])
-        await self.usage(upd.replies, "progress")
-        if upd.text:
-            await self.set_progress(upd.text, "call")
-
-    async def stop(self, ctx: StepContext, before: Frame, phases: dict[str, float]) -> None:
-        if not self.s.completion_check:
-            raise _Finish("succeeded", "the planner chose Stop")
-        t = time.perf_counter()
-        comp = await self.policy.check_completion(ctx)
-        phases["reflection"] = time.perf_counter() - t
-        await self.usage(comp.replies, "reflect")
-        if comp.complete:
-            await self.reflect("complete", comp.reason, Stop(), before)
-            raise _Finish("succeeded", comp.reason or "complete")
-        self.not_complete += 1
-        await self.reflect("incomplete", comp.reason, Stop(), before)
-        self.record(Stop(), "not complete", before, "incomplete", comp.reason)
-        self.feedback = [incomplete_feedback(comp.reason or "no reason given")]
-        if self.not_complete > self.s.max_not_complete:
-            raise _Finish("failed", f"Stop was judged not complete {self.not_complete} times: "
-                                    f"{comp.reason}")
-
-    async def ground(self, op: Operation, ctx: StepContext, before: Frame,
-                     phases: dict[str, float]) -> tuple[int, int] | None:
-        a = self.a
-        svc = a.services
-        req = self.request(GroundRequest(  # a worker elsewhere gets the frame with it
-            frame_id=before.frame_id, operation=op, snap_radius_px=self.s.snap_radius_px,
-            frame=before if svc.remote_perception else None))
-        ans = await a.call(req, (Grounded, Ambiguous, NotFound), self.t_ground,
-                           resend_after_s=svc.ground_resend_s)
-        if isinstance(ans, Grounded):
-            return ans.x, ans.y
-        if isinstance(ans, Ambiguous):
-            target = op.description if isinstance(op, ClickIcon) else getattr(op, "text", "")
-            labels = [c.index for c in ans.candidates]
-            t = time.perf_counter()
-            choice = await self.policy.choose(ctx, target, ans.marked_image or before.data,
-                                              labels, [c.text for c in ans.candidates],
-                                              [c.box.center for c in ans.candidates],
-                                              reason=ans.reason,
-                                              crops=[c.crop for c in ans.candidates])
-            phases["llm"] = phases.get("llm", 0.0) + time.perf_counter() - t
-            await self.usage(choice.replies, "choose")
-            pt = candidate_point(ans, choice.index) if choice.index is not None else None
-            box = next((c.box for c in ans.candidates if c.index == choice.index), None)
-            # The planner's own kind: Grounded / NotFound stay perception's.
-            await self.send(Choice(frame_id=before.frame_id, query=target,
-                                   index=choice.index if pt is not None else None,
-                                   x=pt[0] if pt else None, y=pt[1] if pt else None,
-                                   box=box if pt is not None else None))
-            if pt is not None:
-                return pt
-            closest = [c.text for c in ans.candidates if c.text]
-        else:
-            assert isinstance(ans, NotFound)
-            closest = list(ans.closest)
-        self.feedback = [not_found_feedback(op, closest)]
-        await self.settle(op, False, "target not found on the screen", time.perf_counter(), before)
-        self.record(op, "not found", before)
-        return None
-
-    async def approval(self, op: Operation, pattern: str) -> tuple[bool, str]:
-        a = self.a
-        await a.status("busy", f"awaiting approval (step {self.step}): {format_operation(op)}")
-
-        def pick() -> Msg | None:
-            for msg in list(a._approvals):
-                if msg.step in (0, self.step):
-                    a._approvals.remove(msg)
-                    return msg
-            return None
-
-        got = await a._wait_control(pick, self.s.approval_timeout_s)
-        await a.status("busy", f"episode {self.episode_id}")
-        if got is None:
-            return False, f"no approval within {self.s.approval_timeout_s:g}s"
-        assert isinstance(got, Approve)
-        return got.approved, got.note
-
-    async def ask(self, op: Ask, before: Frame) -> None:
-        a = self.a
-        t = time.perf_counter()
-        await a.ask_question(self.ids.stamp(Question(text=op.question), self.step))
-        await a.status("busy", f"question (step {self.step}): {op.question}")
-
-        def pick() -> Msg | None:
-            return a._answers.pop(0) if a._answers else None
-
-        got = await a._wait_control(pick, self.s.ask_timeout_s)
-        await a.status("busy", f"episode {self.episode_id}")
-        if got is None:
-            result = f"no answer within {self.s.ask_timeout_s:g}s"
-        else:
-            assert isinstance(got, Answer)
-            result = f"answered: {got.text}"
-        await self.settle(op, got is not None, result, t, before)
-        self.record(op, result, before)
-        self.executed.append(op)
