@@ -805,7 +805,10 @@ class FleetManager(Actor):
             if not await self._device_ok(slot.serial):
                 log.warning("fleet_episode_device_lost", error=str(cause))
                 return "failed", OFFLINE_REASON, 0
-            log.warning("fleet_episode_failed", error=f"{type(cause).__name__}: {cause}")
+            if isinstance(cause, MobagentError | OSError):  # the phone, model or bus failed
+                log.warning("fleet_episode_failed", error=f"{type(cause).__name__}: {cause}")
+            else:  # a bug: the phone goes on with its queue, the traceback goes to the log
+                log.exception("fleet_episode_crashed", error=f"{type(cause).__name__}: {cause}")
             return "failed", f"{type(cause).__name__}: {cause}", 0
         if result is None:
             return ("cancelled", control.reason, 0) if control.cancelled else ("succeeded", "", 0)
