@@ -24,6 +24,13 @@ from typing import TYPE_CHECKING, Literal, Protocol, TypeVar
 import anyio
 import numpy as np
 
+from devices.adb_output import (
+    ShellFailure,
+    foreground_package,
+    input_size,
+    png_payload,
+    shell_failure,
+)
 from devices.codecs import decode_rgb
 from runtime.errors import MobagentError
 
@@ -68,7 +75,12 @@ _INPUT_TEXT_OK = re.compile(r"^[\x20-\x7e]*$")
 
 
 class DeviceError(MobagentError, RuntimeError):
-    """A device call failed or timed out; the message says which and why."""
+    """A device call failed or timed out; the message says which and why. ``failure`` is
+    what the phone's output said went wrong (its kind and fix), when it said."""
+
+    def __init__(self, message: str, failure: ShellFailure | None = None) -> None:
+        super().__init__(message)
+        self.failure = failure
 
 
 @dataclass(frozen=True)
@@ -196,19 +208,6 @@ def parse_package_list(out: str) -> list[str]:
     return pkgs
 
 
-_FOCUS_RE = re.compile(r"mCurrentFocus=Window\{\S+ \S+ ([^/\s}]+)(?:/[^\s}]*)?\}")
-_FOCUSED_APP_RE = re.compile(r"mFocusedApp=\S*ActivityRecord\{\S+ \S+ ([^/\s}]+)/")
-
-
-def parse_current_app(dumpsys: str) -> str:
-    """The focused package from ``dumpsys window windows``; "" when none is named."""
-    for rx in (_FOCUS_RE, _FOCUSED_APP_RE):
-        m = rx.search(dumpsys)
-        if m:
-            return m.group(1)
-    return ""
-
-
 # ---- the adbutils implementation ---------------------------------------------------------
 
 
@@ -254,7 +253,12 @@ class AdbDevice:
         """Run one shell line; a non-zero exit is a DeviceError with its output."""
         res = self._dev.shell2(cmd, timeout=self.timeout_s, rstrip=True, v2=True)
         if res.returncode != 0:
-            out = (res.output or "").strip().splitlines()
+            output = res.output or ""
+            failure = shell_failure(output, res.returncode)
+            if failure is not None:  # the cause and its fix, not the last stack frames
+                raise DeviceError(f"`{cmd[:60]}` exited {res.returncode}: {failure.line} "
+                                  f"[{failure.kind}] {failure.hint}", failure)
+            out = output.strip().splitlines()
             raise DeviceError(f"`{cmd[:60]}` exited {res.returncode}: {' / '.join(out[-3:])[:300]}")
         return str(res.output)
 
@@ -278,7 +282,7 @@ class AdbDevice:
         return Screenshot(parse_raw_screencap(self._exec_bytes("screencap")), "raw")
 
     def _screenshot_png(self) -> Screenshot:
-        data = self._exec_bytes("screencap -p")
+        data = png_payload(self._exec_bytes("screencap -p"))  # past a foldable's warning
         return Screenshot(decode_png(data), "png", png=data)
 
     def _screenshot(self) -> Screenshot:
@@ -311,11 +315,10 @@ class AdbDevice:
 
     async def window_size(self) -> tuple[int, int]:
         out = await self.shell("wm size")
-        sizes = re.findall(r"(\d+)x(\d+)", out)
-        if not sizes:
+        size = input_size(out)
+        if size is None:
             raise DeviceError(f"{self.serial}: cannot read the screen size from {out!r}")
-        w, h = sizes[-1]  # an override size is listed last
-        return int(w), int(h)
+        return size
 
     # -- input ---------------------------------------------------------------------------
 
@@ -404,4 +407,4 @@ class AdbDevice:
 
     async def current_app(self) -> str:
         out = await self.shell("dumpsys window windows")
-        return parse_current_app(out)
+        return foreground_package(out) or ""

@@ -12,9 +12,9 @@ from devices.adb import (
     AdbDevice,
     DeviceError,
     input_text_commands,
-    parse_current_app,
     parse_raw_screencap,
 )
+from devices.adb_output import foreground_package
 from tests.fixtures.adb import ConnectedPhone
 
 pytestmark = [pytest.mark.anyio, pytest.mark.needs_adb]
@@ -72,10 +72,10 @@ def test_parse_raw_screencap_headers_and_errors() -> None:
             parse_raw_screencap(bad)
 
 
-def test_parse_current_app() -> None:
+def test_foreground_package_reads_the_simulated_phone() -> None:
     out = "  mCurrentFocus=Window{5a1b2c3 u0 com.mobagent.notes/com.mobagent.notes.Main}\n"
-    assert parse_current_app(out) == "com.mobagent.notes"
-    assert parse_current_app("nothing here") == ""
+    assert foreground_package(out) == "com.mobagent.notes"
+    assert foreground_package("nothing here") is None
 
 
 async def test_screenshot_raw_and_png_agree(sim_phone: Callable[..., ConnectedPhone]) -> None:
