@@ -459,7 +459,7 @@ class _Episode:
         published what the calls answered)."""
         total = 0.0
         if self.cap is not None:
-            self.cap.settle(replies)
+            self.cap.account(replies)
         for r in replies:
             total += r.latency_s
             cost = r.cost_usd or 0.0

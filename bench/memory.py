@@ -18,7 +18,7 @@ Runs the task once per configuration (fresh phone, same seed):
   (default 16000, which a short task never reaches);
 - ``on, bound B``: the same with llm.max_prompt_tokens = ``--bound``.
 
-For each run and step: the planner prompt's tokens by our estimate (``models.llm.tokens``:
+For each run and step: the planner prompt's tokens by our estimate (``models.llm.budget``:
 4 characters a token, 85 + 170 per 512-pixel image tile) and by the stand-in server's own
 count (4 characters a token, 85 per image; what ``LlmUsage.prompt_tokens`` reports here).
 ``--synthetic N`` also builds the planner prompt after N synthetic steps (no phone) with the
@@ -50,8 +50,7 @@ from bench.openai_loopback import (
 )
 from devices.adb import AdbDevice
 from models.llm import LLMClient, LLMSettings, RoleModels
-from models.llm.react import PlannerInput, StepRecord, planner_messages
-from models.llm.tokens import (
+from models.llm.budget import (
     IMAGE_BASE,
     IMAGE_PER_TILE,
     MESSAGE_OVERHEAD,
@@ -59,6 +58,7 @@ from models.llm.tokens import (
     estimate_tokens,
     text_tokens,
 )
+from models.llm.react import PlannerInput, StepRecord, planner_messages
 from protocol.messages import Instruction
 from protocol.operations import ClickText, format_operation
 from sim.eval.tasks import get_task
@@ -102,7 +102,7 @@ class StandIn:
 
 
 def our_estimate(req: RecordedRequest) -> int:
-    """models.llm.tokens' rule applied to the request as sent."""
+    """models.llm.budget' rule applied to the request as sent."""
     texts = sum(text_tokens(t) for t in req.texts())
     images = sum(IMAGE_BASE + IMAGE_PER_TILE * math.ceil(w / TILE) * math.ceil(h / TILE)
                  for w, h in (i.size for i in req.images()))
@@ -169,7 +169,7 @@ def main(argv: list[str] | None = None) -> int:
     off = AgentSettings(planning="off", notes=False, history_thoughts=False, **base)
     on = AgentSettings(planning="inline", notes=True, history_thoughts=True, **base)
     print(f"scripted stand-in model (not a real LLM) on task {args.task}, seed 0; planner "
-          "prompt tokens per step by models.llm.tokens")
+          "prompt tokens per step by models.llm.budget")
     runs = [("memory off", off, 16000), ("memory on", on, 16000),
             (f"on, bound {args.bound}", on, args.bound)]
     results = {}

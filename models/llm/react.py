@@ -39,11 +39,11 @@ from typing import Any, Generic, Protocol, TypeVar
 
 import msgspec
 
-from models.llm import ChatMessage, ChatModel, ContentPart, ImageInput, LLMError, LLMReply, Role
-from models.llm.errors import ParseError
+from models.llm.budget import estimate_tokens
+from models.llm.errors import ParseError, UnparsableReply
+from models.llm.messages import ChatMessage, ChatModel, ContentPart, ImageInput, LLMReply, Role
 from models.llm.opvocab import operation_from_call
 from models.llm.replytext import clean_reply, degenerate, with_original_text
-from models.llm.tokens import estimate_tokens
 from protocol.operations import (
     DIRECTIONS,
     LINE_BREAKS,
@@ -75,18 +75,6 @@ from protocol.operations import (
 )
 
 T = TypeVar("T")
-
-
-# ---------------------------------------------------------------------------- errors
-
-
-class UnparsableReply(LLMError):
-    """The model kept answering out of format after every re-ask."""
-
-    def __init__(self, message: str, *, errors: tuple[str, ...], replies: tuple[LLMReply, ...]) -> None:
-        super().__init__(message)
-        self.errors = errors
-        self.replies = replies
 
 
 # ---------------------------------------------------------------------------- operations

@@ -21,9 +21,9 @@ import pytest
 
 from actors.planner import LLMPolicy, StepContext
 from models.llm import LLMClient, LLMSettings
-from models.llm.client import RoleFamilies
 from models.llm.families.json_schema import SCHEMA
 from models.llm.opvocab import OP_NAMES
+from models.llm.settings import RoleFamilies
 from protocol.operations import Back, ClickText, OpenApp, TapPoint, TypeText
 from tests.fixtures.openai_server import OpenAIServer, planner_reply
 from tests.llm.conftest import png_screen

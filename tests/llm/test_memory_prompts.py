@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from models.llm import ChatMessage, ImageInput
+from models.llm.budget import estimate_tokens, image_tokens, text_tokens
 from models.llm.families import get_family
 from models.llm.react import (
     ParseError,
@@ -23,7 +24,6 @@ from models.llm.react import (
     parse_progress,
     planner_messages,
 )
-from models.llm.tokens import estimate_tokens, image_tokens, text_tokens
 from protocol.operations import ClickText, Note, OpenApp
 from tests.llm.conftest import png_screen
 
