@@ -79,13 +79,13 @@ from models.llm import (
     LLMReply,
     spending_cap,
 )
-from models.llm.react import (
-    StepRecord,
+from models.llm.prompts.planner import (
     incomplete_feedback,
     judge_feedback,
     not_found_feedback,
     reflection_feedback,
 )
+from models.llm.prompts.shared import PastStep
 from protocol.messages import (
     ActionDone,
     ActRequest,
@@ -422,7 +422,7 @@ class _Episode:
         self.view: tuple[int, int] | None = view if isinstance(view, tuple) else None
         # The loop guard is the planner's: which operation it chose on which frame.
         self.guard = LoopGuard(self.s.loop_guard)
-        self.history: list[StepRecord] = []
+        self.history: list[PastStep] = []
         self.feedback: list[str] = []
         # The memory (Mobile-Agent-v2): the running progress and the notes kept, in every
         # prompt; this step's Observation and Thought go into its history record.
@@ -524,9 +524,9 @@ class _Episode:
 
     def record(self, op: Operation, result: str, before: Frame,
                verdict: str | None = None, reason: str | None = None) -> None:
-        self.history.append(StepRecord(action=op, result=result, verdict=verdict, reason=reason,
-                                       screenshot=self.screenshot(before),
-                                       observation=self.observation, thought=self.thought))
+        self.history.append(PastStep(action=op, result=result, verdict=verdict, reason=reason,
+                                     screenshot=self.screenshot(before),
+                                     observation=self.observation, thought=self.thought))
 
     async def keep_note(self, text: str, origin: str) -> None:
         """One note more (the oldest goes past agent.max_notes), published as an event."""

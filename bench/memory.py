@@ -41,7 +41,7 @@ from PIL import Image
 from actors.config import AgentSettings
 from actors.episode import DeviceAgent
 from actors.perception import PerceptionActor
-from actors.planner import LLMPolicy
+from actors.planner import LLMPolicy, RoleSetup
 from bench.openai_loopback import (
     Behaviour,
     OpenAIServer,
@@ -58,7 +58,9 @@ from models.llm.budget import (
     estimate_tokens,
     text_tokens,
 )
-from models.llm.react import PlannerInput, StepRecord, planner_messages
+from models.llm.families.react import react_planner_messages
+from models.llm.prompts.planner import PlannerInput
+from models.llm.prompts.shared import PastStep
 from protocol.messages import Instruction
 from protocol.operations import ClickText, format_operation
 from sim.eval.tasks import get_task
@@ -122,7 +124,8 @@ async def one_run(task_id: str, settings: AgentSettings, bound: int) -> tuple[li
                                                      reflector="reflect-m"))
         async with LLMClient(llm_settings) as llm:
             agent = DeviceAgent(_NoBus(), AdbDevice(serial), perception=PerceptionActor(),
-                                settings=settings, policy_for=lambda _i: LLMPolicy(llm))
+                                settings=settings, policy_for=lambda _i: LLMPolicy(
+                                    llm, RoleSetup.from_settings(llm.settings)))
             out = await agent.run_episode(Instruction(id="bench", text=task.instruction))
         ours = [our_estimate(r) for r in model.prompts]
         server = [estimate_prompt_tokens(r.body) for r in model.prompts]
@@ -136,7 +139,7 @@ def synthetic(n: int, bound: int) -> tuple[int, int]:
     buf = io.BytesIO()
     Image.new("RGB", (1080, 2400), (240, 240, 240)).save(buf, format="JPEG")
     shot = buf.getvalue()
-    history = tuple(StepRecord(action=ClickText(f"item {i}"), result="tap 540,1200", verdict="ok",
+    history = tuple(PastStep(action=ClickText(f"item {i}"), result="tap 540,1200", verdict="ok",
                                reason="20000 pixels changed", observation=OBSERVATION,
                                thought=THOUGHT, screenshot=shot) for i in range(n))
     notes = tuple(f"the value read on screen {i} is {100 + i}" for i in range(12))
@@ -144,10 +147,10 @@ def synthetic(n: int, bound: int) -> tuple[int, int]:
                        history=history, progress="done so far: " + "; ".join(
                            f"Click text (item {i})" for i in range(n)),
                        notes=notes, reply_progress=True, reply_memory=True)
-    free = estimate_tokens(planner_messages(inp))
+    free = estimate_tokens(react_planner_messages(inp))
     inp = PlannerInput(**{**{f: getattr(inp, f) for f in inp.__struct_fields__},
                           "max_prompt_tokens": bound})
-    return free, estimate_tokens(planner_messages(inp))
+    return free, estimate_tokens(react_planner_messages(inp))
 
 
 def _row(name: str, ours: list[int], server: list[int], ok: str) -> str:
