@@ -4,8 +4,8 @@ It speaks the chat-completions API through ``openai.AsyncOpenAI`` with plain par
 (model, messages, max_tokens, temperature, and a family's options), so it works against
 GPT-4o-class services and against vLLM or Ollama serving Qwen-VL. Around each call it adds
 what the fleet needs: the role's settings (``settings``), the host's rate limits and the
-episode's cost cap (``budget``), images as JPEG data URLs downscaled to ``max_image_side``,
-a timeout on every attempt, retries of what a server may answer later (``retry``), and the
+episode's cost cap (``budget``), images as JPEG data URLs at the role's size (``wire``), a
+timeout on every attempt, retries of what a server may answer later (``retry``), and the
 call's tokens, cost and latency in its ``LLMReply``.
 
 The API key is never logged: any text taken from a server's error is scrubbed of it before
@@ -14,8 +14,6 @@ it reaches an exception or a log line.
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -25,9 +23,7 @@ from typing import Any
 import anyio
 import openai
 import structlog
-from cachetools import LRUCache
 
-from devices.codecs import fit_jpeg
 from models.llm.budget import CostCap, RateLimiter, cap_in_force, price_usd, request_tokens
 from models.llm.errors import (
     LLMBadResponse,
@@ -38,7 +34,7 @@ from models.llm.errors import (
     LLMTimeout,
     LLMUnavailable,
 )
-from models.llm.messages import ROLES, ChatMessage, ImageInput, LLMReply, Role
+from models.llm.messages import ROLES, ChatMessage, LLMReply, Role
 from models.llm.retry import (
     RETRIED_STATUS,
     backoff_s,
@@ -49,6 +45,7 @@ from models.llm.retry import (
     retry_after_s,
 )
 from models.llm.settings import LLMSettings, RoleConfig
+from models.llm.wire import WireEncoder
 
 log = structlog.get_logger(__name__)
 
@@ -112,8 +109,7 @@ class LLMClient:
             if rc.base_url not in self._limiters:
                 self._limiters[rc.base_url] = RateLimiter.from_settings(settings)
         self._secrets = tuple({k for k in self._keys.values()})
-        # Recent frames recur in the planner's history: encode each once (by content).
-        self._images: LRUCache[bytes, str] = LRUCache(64)
+        self._wire = WireEncoder()
 
     def __repr__(self) -> str:
         return f"LLMClient(base_url={self.settings.base_url!r})"
@@ -144,49 +140,6 @@ class LLMClient:
         for secret in self._secrets:
             text = redact(text, secret)
         return text
-
-    async def image_url(
-        self, image: ImageInput, max_side: int | None = None, quality: int | None = None
-    ) -> str:
-        """The image as a JPEG data URL at the given (else top-level) size, cached by content."""
-        s = self.settings
-        side = max_side or s.max_image_side
-        q = quality or s.jpeg_quality
-        key = hashlib.blake2b(image.data, digest_size=16).digest() + f":{side}:{q}".encode()
-        url = self._images.get(key)
-        if url is None:
-            # The project's one JPEG encoder; a JPEG that fits (capture's view) passes through.
-            try:
-                jpeg = await anyio.to_thread.run_sync(fit_jpeg, image.data, side, q)
-            except ValueError as exc:
-                raise LLMInputError(
-                    f"image does not decode ({len(image.data)} bytes): {exc}") from exc
-            url = "data:image/jpeg;base64," + base64.b64encode(jpeg).decode("ascii")
-            self._images[key] = url
-        return url
-
-    async def _wire_messages(
-        self, messages: Sequence[ChatMessage], rc: RoleConfig | None = None
-    ) -> list[dict[str, Any]]:
-        rc = rc or self._roles["planner"]
-        wire: list[dict[str, Any]] = []
-        for m in messages:
-            if all(isinstance(p, str) for p in m.content):
-                # Plain string content: the form every server accepts, system role included.
-                wire.append({"role": m.role, "content": "".join(str(p) for p in m.content)})
-                continue
-            parts: list[dict[str, Any]] = []
-            for p in m.content:
-                if isinstance(p, str):
-                    parts.append({"type": "text", "text": p})
-                else:
-                    url = await self.image_url(p, rc.max_image_side, rc.jpeg_quality)
-                    image_url: dict[str, Any] = {"url": url}
-                    if rc.detail is not None:
-                        image_url["detail"] = rc.detail
-                    parts.append({"type": "image_url", "image_url": image_url})
-            wire.append({"role": m.role, "content": parts})
-        return wire
 
     def _params(
         self, rc: RoleConfig, wire: list[dict[str, Any]],
@@ -230,7 +183,7 @@ class LLMClient:
         cap = cap_in_force()
         if cap is not None:  # before any work: a call past the cap is never sent
             self._check_cap(cap, rc, prompt)
-        wire = await self._wire_messages(messages, rc)
+        wire = await self._wire.messages(messages, rc)
         call = _Call(rc, wire, options, self._params(rc, wire, options),
                      tokens=prompt + int(rc.max_tokens or 0))
         reply = await self._with_retries(call)
