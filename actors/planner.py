@@ -187,12 +187,6 @@ class LLMPolicy:
         return self.setup.planner
 
     @property
-    def role_families(self) -> dict[str, str]:
-        """The chooser's and the reflector's families: how their answers are asked for and
-        read back."""
-        return {"chooser": self.setup.chooser, "reflector": self.setup.reflector}
-
-    @property
     def max_prompt_tokens(self) -> int:
         return self.setup.max_prompt_tokens
 

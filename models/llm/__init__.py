@@ -3,8 +3,9 @@ model families that speak through it.
 
 ``settings``: the ``[llm]`` section; ``messages``: what a call sends and gets back;
 ``errors``: what fails; ``budget``: the token estimate, the cost cap, the rate limiter;
-``retry``: what a server's refusal says; ``client``: ``LLMClient``; ``prompts``: each
-role's prompt and parser, and the re-ask loop; ``families``: the planner's model families.
+``retry``: what a server's refusal says; ``wire``: the messages as sent; ``client``:
+``LLMClient``; ``prompts``: each role's prompt and parser, and the re-ask loop;
+``families``: the planner's model families.
 """
 
 from models.llm.budget import CostCap, RateLimiter, estimate_tokens, spending_cap

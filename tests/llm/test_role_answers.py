@@ -81,7 +81,7 @@ async def test_coordinate_families_answer_in_their_answer_call(
     models = RoleModels(planner="plan-m", chooser="choose-m", reflector=model)
     async with LLMClient(settings_for(models=models, family=RoleFamilies(reflector="auto"))) as llm:
         policy = LLMPolicy(llm, RoleSetup.from_settings(llm.settings))
-        assert policy.role_families == {"chooser": "react", "reflector": family}
+        assert (policy.setup.chooser, policy.setup.reflector) == ("react", family)
         comp = await policy.check_completion(CTX)
     assert comp.complete is complete and len(comp.replies) == 1, comp.reason
     body = openai_server.requests[0].body or {}

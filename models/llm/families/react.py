@@ -335,7 +335,6 @@ _LABEL_RE = re.compile(
 )
 
 
-_LABELS = ("observation", "thought", "action")
 
 
 _TRAILING = ("summary", "progress", "memory")
