@@ -40,13 +40,13 @@ from models.llm import (
     LLMReply,
     spending_cap,
 )
-from models.llm.react import (
-    StepRecord,
+from models.llm.prompts.planner import (
     incomplete_feedback,
     judge_feedback,
     not_found_feedback,
     reflection_feedback,
 )
+from models.llm.prompts.shared import PastStep
 from protocol.messages import (
     ActionDone,
     ActRequest,
@@ -395,7 +395,7 @@ class _Episode:
         self.view: tuple[int, int] | None = view if isinstance(view, tuple) else None
         # The loop guard is the planner's: which operation it chose on which frame.
         self.guard = LoopGuard(self.settings.loop_guard)
-        self.history: list[StepRecord] = []
+        self.history: list[PastStep] = []
         self.feedback: list[str] = []
         # The memory (Mobile-Agent-v2): the running progress and the notes kept, in every
         # prompt; this step's Observation and Thought go into its history record.
@@ -788,7 +788,7 @@ class _Episode:
         published what the calls answered)."""
         total = 0.0
         if self.cap is not None:
-            self.cap.settle(replies)
+            self.cap.account(replies)
         for r in replies:
             total += r.latency_s
             cost = r.cost_usd or 0.0
@@ -866,9 +866,9 @@ class _Episode:
 
     def record(self, op: Operation, result: str, before: Frame,
                verdict: str | None = None, reason: str | None = None) -> None:
-        self.history.append(StepRecord(action=op, result=result, verdict=verdict, reason=reason,
-                                       screenshot=self.screenshot(before),
-                                       observation=self.observation, thought=self.thought))
+        self.history.append(PastStep(action=op, result=result, verdict=verdict, reason=reason,
+                                     screenshot=self.screenshot(before),
+                                     observation=self.observation, thought=self.thought))
 
     async def keep_note(self, text: str, origin: str) -> None:
         """One note more (the oldest goes past agent.max_notes), published as an event."""

@@ -1,9 +1,11 @@
 """The planner actor: the next operation, from a ``Policy``.
 
-``Policy`` is the seam: ``LLMPolicy`` is Mobile-Agent's planner (the prompts and strict
-parsers of ``models/llm/react.py`` over ``models/llm/client.py``); anything else with the same three
-methods can be injected (the benchmark's oracle, which replays a task's reference
-operations, lives in bench/ because actors may not see the simulator). A reply that does
+``Policy`` is the seam: ``LLMPolicy`` is Mobile-Agent's planner (the role prompts of
+``models/llm/prompts/`` and the planner family's of ``models/llm/families/``, over any
+``ChatModel``, ``LLMClient`` in production; ``RoleSetup`` is what it needs of the ``[llm]``
+settings); anything else with the same three methods can be injected (the benchmark's
+oracle, which replays a task's reference operations, lives in bench/ because actors may
+not see the simulator). A reply that does
 not parse is re-asked at most N times and never executed: ``decide`` then returns a
 ``Decision`` with ``operation=None`` and the parse error.
 
@@ -20,22 +22,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
-from models.llm import ChatModel, LLMReply
+from models.llm import ChatModel, LLMReply, LLMSettings, UnparsableReply
 from models.llm.families import Family, get_family
 from models.llm.families.answers import answer_format
-from models.llm.families.base import image_size
-from models.llm.families.planning import plan_step_family
-from models.llm.react import (
-    PlannerInput,
-    StepRecord,
-    UnparsableReply,
-    check_completion,
-    choose_box,
-    judge_action,
-    kept_memory,
-    plan_step,
-    update_progress,
-)
+from models.llm.families.planning import plan_step
+from models.llm.prompts.chooser import choose_box
+from models.llm.prompts.completion import check_completion
+from models.llm.prompts.judge import judge_action
+from models.llm.prompts.planner import PlannerInput
+from models.llm.prompts.progress import update_progress
+from models.llm.prompts.shared import PastStep
+from models.llm.replytext import kept_memory
 from protocol.operations import Operation
 
 
@@ -86,7 +83,7 @@ class StepContext:
 
     instruction: str
     screenshot: bytes
-    history: tuple[StepRecord, ...] = ()
+    history: tuple[PastStep, ...] = ()
     feedback: tuple[str, ...] = ()
     ocr_hints: tuple[str, ...] = ()
     step: int = 1
@@ -137,64 +134,67 @@ class ActionJudge(Protocol):
 class ProgressPlanner(Protocol):
     """A policy that can update the progress summary after a step by its own call."""
 
-    async def update_progress(self, ctx: StepContext, step: StepRecord) -> ProgressUpdate: ...
+    async def update_progress(self, ctx: StepContext, step: PastStep) -> ProgressUpdate: ...
+
+
+@dataclass(frozen=True)
+class RoleSetup:
+    """What ``LLMPolicy`` needs of the ``[llm]`` settings: the planner's family, the
+    families the chooser and the reflector answer in (``llm.family.*``, ``auto`` from the
+    role's model), the planner prompt's bound (``llm.max_prompt_tokens``, 0: none), and the
+    planner role's screenshot view (max side, JPEG quality; None: not known)."""
+
+    planner: Family
+    chooser: str = "react"
+    reflector: str = "react"
+    max_prompt_tokens: int = 0
+    image_view: tuple[int, int] | None = None
+
+    @classmethod
+    def from_settings(cls, settings: LLMSettings, *, planner: Family | None = None) -> RoleSetup:
+        """The roles as ``settings`` configure them (``planner``: this family instead).
+        An unknown family name raises ``ValueError``."""
+        rc = settings.role("planner")
+        if planner is None:
+            # The planner role's image size: the family's coordinates refer to that image.
+            planner = get_family(settings.family.planner, rc.model,
+                                 max_image_side=rc.max_image_side)
+        return cls(
+            planner,
+            chooser=get_family(settings.family.chooser, settings.model_for("chooser")).name,
+            reflector=get_family(settings.family.reflector, settings.model_for("reflector")).name,
+            max_prompt_tokens=settings.max_prompt_tokens,
+            image_view=(rc.max_image_side, rc.jpeg_quality),
+        )
 
 
 class LLMPolicy:
-    """Mobile-Agent's planner, chooser and completion check on an OpenAI-compatible model."""
+    """Mobile-Agent's planner, chooser and completion check on an OpenAI-compatible model:
+    ``LLMPolicy(llm, RoleSetup.from_settings(llm.settings))``."""
 
     name = "llm"
 
-    def __init__(self, llm: ChatModel, *, keep_screenshots: int = 1, max_reasks: int = 2,
-                 family: Family | None = None, max_prompt_tokens: int | None = None) -> None:
+    def __init__(self, llm: ChatModel, setup: RoleSetup, *, keep_screenshots: int = 1,
+                 max_reasks: int = 2) -> None:
         self.llm = llm
+        self.setup = setup
         self.keep_screenshots = keep_screenshots
         self.max_reasks = max_reasks
-        settings = getattr(llm, "settings", None)
-        # The planner prompt's bound: given, else llm.max_prompt_tokens of the client's
-        # settings (0: none).
-        if max_prompt_tokens is None:
-            got = getattr(settings, "max_prompt_tokens", 0)
-            max_prompt_tokens = got if isinstance(got, int) else 0
-        self.max_prompt_tokens = max_prompt_tokens
-        # The planner's family: given, else llm.family.planner of the client's settings
-        # (``auto``: from the planner's model name), else react.
-        self.family = family if family is not None else self._configured_family()
-        # The chooser's and the reflector's families (llm.family.chooser / .reflector, auto
-        # from the role's model): how their answers are asked for and read back.
-        self.role_families = {r: self._role_family(r) for r in ("chooser", "reflector")}
 
-    def _role_family(self, role: str) -> str:
-        settings = getattr(self.llm, "settings", None)
-        fam = getattr(getattr(settings, "family", None), role, "react")
-        model_for = getattr(settings, "model_for", None)
-        model = model_for(role) if callable(model_for) else ""
-        return get_family(str(fam), str(model)).name  # an unknown name raises here
+    @property
+    def family(self) -> Family:
+        """The planner's family."""
+        return self.setup.planner
 
-    def _configured_family(self) -> Family:
-        settings = getattr(self.llm, "settings", None)
-        fam = getattr(getattr(settings, "family", None), "planner", "react")
-        model_for = getattr(settings, "model_for", None)
-        model = model_for("planner") if callable(model_for) else ""
-        # The planner role's image size: the family's coordinates refer to that image.
-        role_config = getattr(self.llm, "role_config", None)
-        side = getattr(role_config("planner") if callable(role_config) else settings,
-                       "max_image_side", None)
-        return get_family(str(fam), str(model), max_image_side=side if isinstance(side, int) else None)
+    @property
+    def max_prompt_tokens(self) -> int:
+        return self.setup.max_prompt_tokens
 
     @property
     def image_view(self) -> tuple[int, int] | None:
-        """(max side, JPEG quality) of the screenshots the LLM gets, when its client says:
-        capture then encodes that view once, and the client sends it as it is."""
-        # The planner role's own image size when the client has per-role settings.
-        role_config = getattr(self.llm, "role_config", None)
-        settings = role_config("planner") if callable(role_config) else getattr(
-            self.llm, "settings", None)
-        side = getattr(settings, "max_image_side", None)
-        quality = getattr(settings, "jpeg_quality", None)
-        if isinstance(side, int) and isinstance(quality, int):
-            return side, quality
-        return None
+        """(max side, JPEG quality) of the screenshots the LLM gets, when known: capture
+        then encodes that view once, and the client sends it as it is."""
+        return self.setup.image_view
 
     async def decide(self, ctx: StepContext) -> Decision:
         view = self.image_view
@@ -208,16 +208,8 @@ class LLMPolicy:
         reasks = self.max_reasks if ctx.max_reasks is None else min(self.max_reasks,
                                                                     ctx.max_reasks)
         try:
-            if self.family.name == "react" and ctx.screen is None:
-                parsed = await plan_step(
-                    self.llm, inp, keep_screenshots=self.keep_screenshots,
-                    max_reasks=reasks,
-                )
-            else:
-                parsed = await plan_step_family(
-                    self.llm, self.family, inp, screen=ctx.screen or image_size(ctx.screenshot),
-                    keep_screenshots=self.keep_screenshots, max_reasks=reasks,
-                )
+            parsed = await plan_step(self.llm, self.family, inp, screen=ctx.screen,
+                                     keep_screenshots=self.keep_screenshots, max_reasks=reasks)
         except UnparsableReply as exc:
             last = exc.replies[-1].text if exc.replies else ""
             return Decision("", "", last.strip()[-300:], None, parse_error=exc.errors[-1],
@@ -236,7 +228,7 @@ class LLMPolicy:
                 self.llm, instruction=ctx.instruction, target=target, image=image, labels=labels,
                 texts=texts, reason=reason, crops=crops, max_reasks=self.max_reasks,
                 thought=ctx.thought,
-                answer=answer_format(self.role_families["chooser"], "choice", labels),
+                answer=answer_format(self.setup.chooser, "choice", labels),
             )
         except UnparsableReply as exc:
             return Choice(None, exc.replies)
@@ -248,7 +240,7 @@ class LLMPolicy:
                 self.llm, instruction=ctx.instruction, history=ctx.history,
                 screenshot=ctx.screenshot, max_reasks=self.max_reasks, progress=ctx.progress,
                 notes=ctx.notes, earlier_screens=ctx.check_screens,
-                answer=answer_format(self.role_families["reflector"], "completion"),
+                answer=answer_format(self.setup.reflector, "completion"),
             )
         except UnparsableReply as exc:
             # No usable verdict: do not end the episode on a guess.
@@ -263,14 +255,14 @@ class LLMPolicy:
                 self.llm, instruction=ctx.instruction, operation=op, thought=ctx.thought,
                 before=before, after=after, result=result, progress=ctx.progress,
                 notes=ctx.notes, max_reasks=self.max_reasks,
-                answer=answer_format(self.role_families["reflector"], "judgement"),
+                answer=answer_format(self.setup.reflector, "judgement"),
             )
         except UnparsableReply as exc:
             return Judgement(None, f"the judge gave no usable answer ({exc.errors[-1]})",
                              exc.replies)
         return Judgement(parsed.value.verdict, parsed.value.reason, parsed.replies)
 
-    async def update_progress(self, ctx: StepContext, step: StepRecord) -> ProgressUpdate:
+    async def update_progress(self, ctx: StepContext, step: PastStep) -> ProgressUpdate:
         try:
             parsed = await update_progress(
                 self.llm, instruction=ctx.instruction, progress=ctx.progress, step=step,

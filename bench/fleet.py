@@ -217,7 +217,7 @@ def agent_worker(llm: Any, services: Any, stats: RunStats, llm_delay: float, ste
     requests served by the host's ``services`` on the bus."""
     from actors.config import AgentSettings
     from actors.episode import DeviceAgent
-    from actors.planner import LLMPolicy
+    from actors.planner import LLMPolicy, RoleSetup
     from devices.adb import AdbDevice
     from host.fleet import DeviceHandle
     from host.fleet_worker import agent_worker as fleet_worker
@@ -236,7 +236,9 @@ def agent_worker(llm: Any, services: Any, stats: RunStats, llm_delay: float, ste
             TimedDevice(AdbDevice(handle.serial, client=handle.adb, capture=capture,
                                   timeout_s=30.0), acc, stats),
             settings=settings, perception=services.perception_engine,
-            policy_for=policy_for or (lambda _i: LLMPolicy(llm)), host=handle.host,
+            policy_for=policy_for or (
+                lambda _i: LLMPolicy(llm, RoleSetup.from_settings(llm.settings))),
+            host=handle.host,
             services=services)
 
     return fleet_worker(make_agent)
@@ -588,7 +590,7 @@ async def run_n_eval(n: int, args: argparse.Namespace, adb_port: int, llm_url: s
     state), the stand-in model answering."""
     from actors.config import AgentSettings
     from actors.perception import PerceptionActor
-    from actors.planner import LLMPolicy
+    from actors.planner import LLMPolicy, RoleSetup
     from actors.services import AgentServices
     from host.eval import select_tasks
     from host.oracle import OraclePolicy
@@ -627,7 +629,8 @@ async def run_n_eval(n: int, args: argparse.Namespace, adb_port: int, llm_url: s
 
     def policy_for(instr: Instruction) -> Any:
         task, phone = jobs[instr.id]
-        return StandInPolicy(OraclePolicy(task, phone), LLMPolicy(llm_client), model, instr.id,
+        inner = LLMPolicy(llm_client, RoleSetup.from_settings(llm_client.settings))
+        return StandInPolicy(OraclePolicy(task, phone), inner, model, instr.id,
                              stats.errors)
 
     cfg = BusConfig(connect_timeout_s=10, publish_timeout_s=30)

@@ -18,7 +18,7 @@ Runs the task once per configuration (fresh phone, same seed):
   (default 16000, which a short task never reaches);
 - ``on, bound B``: the same with llm.max_prompt_tokens = ``--bound``.
 
-For each run and step: the planner prompt's tokens by our estimate (``models.llm.tokens``:
+For each run and step: the planner prompt's tokens by our estimate (``models.llm.budget``:
 4 characters a token, 85 + 170 per 512-pixel image tile) and by the stand-in server's own
 count (4 characters a token, 85 per image; what ``LlmUsage.prompt_tokens`` reports here).
 ``--synthetic N`` also builds the planner prompt after N synthetic steps (no phone) with the
@@ -41,7 +41,7 @@ from PIL import Image
 from actors.config import AgentSettings
 from actors.episode import DeviceAgent
 from actors.perception import PerceptionActor
-from actors.planner import LLMPolicy
+from actors.planner import LLMPolicy, RoleSetup
 from bench.openai_loopback import (
     Behaviour,
     OpenAIServer,
@@ -50,8 +50,7 @@ from bench.openai_loopback import (
 )
 from devices.adb import AdbDevice
 from models.llm import LLMClient, LLMSettings, RoleModels
-from models.llm.react import PlannerInput, StepRecord, planner_messages
-from models.llm.tokens import (
+from models.llm.budget import (
     IMAGE_BASE,
     IMAGE_PER_TILE,
     MESSAGE_OVERHEAD,
@@ -59,6 +58,9 @@ from models.llm.tokens import (
     estimate_tokens,
     text_tokens,
 )
+from models.llm.families.react import react_planner_messages
+from models.llm.prompts.planner import PlannerInput
+from models.llm.prompts.shared import PastStep
 from protocol.messages import Instruction
 from protocol.operations import ClickText, format_operation
 from sim.eval.tasks import get_task
@@ -102,7 +104,7 @@ class StandIn:
 
 
 def our_estimate(req: RecordedRequest) -> int:
-    """models.llm.tokens' rule applied to the request as sent."""
+    """models.llm.budget' rule applied to the request as sent."""
     texts = sum(text_tokens(t) for t in req.texts())
     images = sum(IMAGE_BASE + IMAGE_PER_TILE * math.ceil(w / TILE) * math.ceil(h / TILE)
                  for w, h in (i.size for i in req.images()))
@@ -122,7 +124,8 @@ async def one_run(task_id: str, settings: AgentSettings, bound: int) -> tuple[li
                                                      reflector="reflect-m"))
         async with LLMClient(llm_settings) as llm:
             agent = DeviceAgent(_NoBus(), AdbDevice(serial), perception=PerceptionActor(),
-                                settings=settings, policy_for=lambda _i: LLMPolicy(llm))
+                                settings=settings, policy_for=lambda _i: LLMPolicy(
+                                    llm, RoleSetup.from_settings(llm.settings)))
             out = await agent.run_episode(Instruction(id="bench", text=task.instruction))
         ours = [our_estimate(r) for r in model.prompts]
         server = [estimate_prompt_tokens(r.body) for r in model.prompts]
@@ -136,7 +139,7 @@ def synthetic(n: int, bound: int) -> tuple[int, int]:
     buf = io.BytesIO()
     Image.new("RGB", (1080, 2400), (240, 240, 240)).save(buf, format="JPEG")
     shot = buf.getvalue()
-    history = tuple(StepRecord(action=ClickText(f"item {i}"), result="tap 540,1200", verdict="ok",
+    history = tuple(PastStep(action=ClickText(f"item {i}"), result="tap 540,1200", verdict="ok",
                                reason="20000 pixels changed", observation=OBSERVATION,
                                thought=THOUGHT, screenshot=shot) for i in range(n))
     notes = tuple(f"the value read on screen {i} is {100 + i}" for i in range(12))
@@ -144,10 +147,10 @@ def synthetic(n: int, bound: int) -> tuple[int, int]:
                        history=history, progress="done so far: " + "; ".join(
                            f"Click text (item {i})" for i in range(n)),
                        notes=notes, reply_progress=True, reply_memory=True)
-    free = estimate_tokens(planner_messages(inp))
+    free = estimate_tokens(react_planner_messages(inp))
     inp = PlannerInput(**{**{f: getattr(inp, f) for f in inp.__struct_fields__},
                           "max_prompt_tokens": bound})
-    return free, estimate_tokens(planner_messages(inp))
+    return free, estimate_tokens(react_planner_messages(inp))
 
 
 def _row(name: str, ours: list[int], server: list[int], ok: str) -> str:
@@ -169,7 +172,7 @@ def main(argv: list[str] | None = None) -> int:
     off = AgentSettings(planning="off", notes=False, history_thoughts=False, **base)
     on = AgentSettings(planning="inline", notes=True, history_thoughts=True, **base)
     print(f"scripted stand-in model (not a real LLM) on task {args.task}, seed 0; planner "
-          "prompt tokens per step by models.llm.tokens")
+          "prompt tokens per step by models.llm.budget")
     runs = [("memory off", off, 16000), ("memory on", on, 16000),
             (f"on, bound {args.bound}", on, args.bound)]
     results = {}

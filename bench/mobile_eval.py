@@ -130,10 +130,11 @@ def _select(args: argparse.Namespace) -> list[type[Task]]:
 
 
 def _llm_policy(cfg: AgentConfig, llm: Any) -> MakePolicy:
-    from actors.planner import LLMPolicy
+    from actors.planner import LLMPolicy, RoleSetup
 
     def make(_task: Task, _phone: SimPhone) -> Policy:
-        return LLMPolicy(llm, keep_screenshots=cfg.agent.keep_screenshots,
+        return LLMPolicy(llm, RoleSetup.from_settings(cfg.llm),
+                         keep_screenshots=cfg.agent.keep_screenshots,
                          max_reasks=cfg.agent.max_reasks)
 
     return make

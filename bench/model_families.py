@@ -70,7 +70,15 @@ import anyio  # noqa: E402
 import msgspec  # noqa: E402
 
 from actors.config import AgentConfig  # noqa: E402
-from actors.planner import Choice, Completion, Decision, LLMPolicy, Policy, StepContext  # noqa: E402
+from actors.planner import (  # noqa: E402
+    Choice,
+    Completion,
+    Decision,
+    LLMPolicy,
+    Policy,
+    RoleSetup,
+    StepContext,
+)
 from bench.mobile_eval import parse_ints  # noqa: E402
 from bench.openai_loopback import (  # noqa: E402
     Behaviour,
@@ -710,7 +718,8 @@ async def run_family(family: str, args: argparse.Namespace, chosen: list[type[Ta
 
             def make(task: Task, phone: SimPhone) -> Policy:
                 board = model.register(task, phone, phone.info.serial)
-                inner = LLMPolicy(llm, keep_screenshots=cfg.agent.keep_screenshots,
+                inner = LLMPolicy(llm, RoleSetup.from_settings(cfg.llm),
+                         keep_screenshots=cfg.agent.keep_screenshots,
                                   max_reasks=cfg.agent.max_reasks)
                 return StandInPolicy(inner, OraclePolicy(task, phone), board, phone, coordinates,
                                      task)

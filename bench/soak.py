@@ -64,7 +64,10 @@ from bench.openai_loopback import (
     planner_reply,
     task_state,
 )
-from models.llm.react import CHOOSER_SYSTEM, COMPLETION_SYSTEM, JUDGE_SYSTEM, PROGRESS_SYSTEM
+from models.llm.prompts.chooser import CHOOSER_SYSTEM
+from models.llm.prompts.completion import COMPLETION_SYSTEM
+from models.llm.prompts.judge import JUDGE_SYSTEM
+from models.llm.prompts.progress import PROGRESS_SYSTEM
 from protocol.operations import format_operation
 from runtime.memory import bound_malloc
 

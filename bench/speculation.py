@@ -20,7 +20,7 @@ import anyio
 from actors.config import AgentSettings
 from actors.episode import DeviceAgent
 from actors.perception import PerceptionActor
-from actors.planner import LLMPolicy
+from actors.planner import LLMPolicy, RoleSetup
 from bench.openai_loopback import Behaviour, OpenAIServer, planner_reply
 from devices.adb import AdbDevice
 from models.llm import LLMClient, LLMSettings
@@ -50,7 +50,7 @@ async def one_run(task_id: str, delay: float, speculate: bool) -> tuple[float, f
             agent = DeviceAgent(
                 _NoBus(), AdbDevice(serial), perception=PerceptionActor(),
                 settings=AgentSettings(speculative_ocr=speculate),
-                policy_for=lambda _i: LLMPolicy(llm),
+                policy_for=lambda _i: LLMPolicy(llm, RoleSetup.from_settings(llm.settings)),
             )
             agent.observers.append(lambda m: timings.append(m) if isinstance(m, StepTiming)
                                    else None)

@@ -21,7 +21,7 @@ import msgspec
 
 from actors.config import AgentConfig
 from actors.episode import EpisodeOutcome
-from actors.planner import LLMPolicy, Policy
+from actors.planner import LLMPolicy, Policy, RoleSetup
 from devices.adb import AdbDevice, DeviceError
 from devices.discovery import FixedDevices
 from host.runner import AgentHostConfig, agent_host
@@ -121,7 +121,8 @@ async def _run(cfg: AgentConfig, args: argparse.Namespace, text: str, task: Any,
             policy: Policy = OraclePolicy(task, fleet.phone(serial))  # type: ignore[arg-type]
         else:
             llm = await stack.enter_async_context(LLMClient(cfg.llm))
-            policy = LLMPolicy(llm, keep_screenshots=cfg.agent.keep_screenshots,
+            policy = LLMPolicy(llm, RoleSetup.from_settings(cfg.llm),
+                         keep_screenshots=cfg.agent.keep_screenshots,
                                max_reasks=cfg.agent.max_reasks)
 
         host = agent_host(cfg, lambda _s, _i: policy, source=FixedDevices([serial]),

@@ -6,7 +6,7 @@ parameters, image size). The planner's prompt, request options and parser are it
 family's, picked as the agent picks it (``llm.family.planner``, ``auto`` from the model
 name, the image fitted within the role's ``max_image_side``), so a point in the reply is
 mapped to the launcher's pixels as the agent would map it; the chooser and the completion
-check keep their prompts (``models/llm/react.py``) and answer in their role's family
+check keep their prompts (``models/llm/prompts/``) and answer in their role's family
 (``llm.family.chooser`` / ``.reflector``: a function or a JSON schema for tools / json, see
 ``models/llm/families/answers.py``). Per role it prints: reachable or not
 (with the error, which names the endpoint and never the key), the model, the family, the
@@ -32,18 +32,14 @@ import msgspec
 from PIL import Image, ImageDraw
 
 from actors.config import AgentConfig
-from actors.planner import LLMPolicy
+from actors.planner import RoleSetup
 from models.llm import ChatMessage, LLMClient, LLMConfigError, LLMError, Role
+from models.llm.errors import ParseError
 from models.llm.families import Family, ToolCall
 from models.llm.families.answers import AnswerFormat, answer_format
-from models.llm.react import (
-    ParseError,
-    PlannerInput,
-    chooser_messages,
-    completion_messages,
-    parse_choice,
-    parse_completion,
-)
+from models.llm.prompts.chooser import chooser_messages, parse_choice
+from models.llm.prompts.completion import completion_messages, parse_completion
+from models.llm.prompts.planner import PlannerInput
 from protocol.operations import format_operation
 from runtime.cli import EXIT_FAIL, EXIT_OK, EXIT_USAGE, config_from_args
 from runtime.config import secret_values
@@ -166,8 +162,8 @@ async def check_roles(llm: LLMClient, roles: Sequence[Role], *, seed: int = 0,
                       max_reply: int = 300, family: Family | None = None) -> list[RoleResult]:
     """Each role once, one after another (so latencies do not queue behind each other).
     ``family``: the planner's (None: exactly as the agent's planner picks it)."""
-    policy = LLMPolicy(llm, family=family)
-    fam, role_fams = policy.family, policy.role_families
+    setup = RoleSetup.from_settings(llm.settings, planner=family)
+    fam, role_fams = setup.planner, {"chooser": setup.chooser, "reflector": setup.reflector}
     plan = await anyio.to_thread.run_sync(probes, fam, seed, role_fams)
     picked = family_label(fam)
     if llm.settings.family.planner.strip().lower() == "auto":
@@ -240,7 +236,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         print(f"mobagent llm check: {exc}", file=sys.stderr)
         return EXIT_USAGE
     try:
-        family = LLMPolicy(llm).family  # llm.family.*, as the agent reads them
+        family = RoleSetup.from_settings(llm.settings).planner  # as the agent picks it
     except ValueError as exc:
         print(f"mobagent llm check: llm.family: {exc}", file=sys.stderr)
         return EXIT_USAGE

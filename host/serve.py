@@ -32,7 +32,7 @@ import msgspec
 import structlog
 from anyio.abc import TaskStatus
 
-from actors.planner import LLMPolicy, Policy
+from actors.planner import LLMPolicy, Policy, RoleSetup
 from host.host_runtime import serve as serve_runtime
 from host.runner import AgentHostConfig, agent_host
 from models.llm import LLMClient, LLMConfigError
@@ -65,7 +65,8 @@ async def serve_agents(
     llm = LLMClient(cfg.llm)  # checks the key first: nothing is started without one
 
     def policy_for(_serial: str, _instr: Instruction) -> Policy:
-        return LLMPolicy(llm, keep_screenshots=cfg.agent.keep_screenshots,
+        return LLMPolicy(llm, RoleSetup.from_settings(cfg.llm),
+                         keep_screenshots=cfg.agent.keep_screenshots,
                          max_reasks=cfg.agent.max_reasks)
 
     async with llm:

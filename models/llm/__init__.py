@@ -1,40 +1,40 @@
-"""The OpenAI-compatible client and the model families that speak through it.
+"""The LLM layer: an OpenAI-compatible client for the agent's roles, and the prompts and
+model families that speak through it.
 
-``client``: one ``LLMClient`` per host (roles, retries, rate limits, usage);
-``react``: the Mobile-Agent ReAct prompts and reply parser.
+``settings``: the ``[llm]`` section; ``messages``: what a call sends and gets back;
+``errors``: what fails; ``budget``: the token estimate, the cost cap, the rate limiter;
+``retry``: what a server's refusal says; ``wire``: the messages as sent; ``client``:
+``LLMClient``; ``prompts``: each role's prompt and parser, and the re-ask loop;
+``families``: the planner's model families.
 """
 
-from models.llm.client import (
-    API_KEY_ENV,
-    ChatMessage,
-    ChatModel,
-    ContentPart,
-    CostCap,
-    Detail,
-    ImageInput,
+from models.llm.budget import CostCap, RateLimiter, estimate_tokens, spending_cap
+from models.llm.client import LLMClient
+from models.llm.errors import (
     LLMBadResponse,
-    LLMClient,
     LLMConfigError,
     LLMCostCapReached,
     LLMError,
     LLMInputError,
-    LLMReply,
     LLMRequestError,
-    LLMSettings,
     LLMTimeout,
     LLMUnavailable,
+    ParseError,
+    UnparsableReply,
+)
+from models.llm.messages import ChatMessage, ChatModel, ContentPart, ImageInput, LLMReply, Role
+from models.llm.retry import parse_duration_s, parse_retry_after_s
+from models.llm.settings import (
+    API_KEY_ENV,
+    Detail,
+    LLMSettings,
     ModelPrice,
-    RateLimiter,
-    Role,
     RoleConfig,
     RoleFamilies,
     RoleModels,
     Roles,
     RoleSettings,
     is_reasoning_model,
-    parse_duration_s,
-    parse_retry_after_s,
-    spending_cap,
 )
 
 __all__ = [
@@ -59,8 +59,11 @@ __all__ = [
     "LLMRequestError",
     "LLMBadResponse",
     "LLMCostCapReached",
+    "ParseError",
+    "UnparsableReply",
     "CostCap",
     "spending_cap",
+    "estimate_tokens",
     "ImageInput",
     "ContentPart",
     "ChatMessage",

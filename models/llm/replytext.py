@@ -262,3 +262,37 @@ def json_objects(text: str) -> list[dict[str, object]]:
         if isinstance(obj, dict):
             out.append(obj)
         pos = end
+
+
+def label_re(word: str) -> re.Pattern[str]:
+    """A ``Word: value`` answer line, the label perhaps in bold (``**Word:**``); group 1 is
+    the value."""
+    return re.compile(rf"^(?:\*\*|__)?{word}(?:\*\*|__)?\s*:(?:\*\*|__)?\s*(.*)$", re.IGNORECASE)
+
+
+REASON_RE = label_re("reason")  # the completion check's and the judge's ``Reason:`` line
+
+
+# A markdown code fence line, which answer parsers skip.
+FENCE_RE = re.compile(r"^[ \t]*```[\w-]*[ \t]*$")
+_WRAPPERS = ("```", "`", "**", "__")
+
+
+def unwrap_answer(s: str) -> str:
+    """An answer without the wrapping a model adds: one pair of backticks or ``**``, and
+    one trailing period."""
+    s = s.strip()
+    for w in _WRAPPERS:
+        if len(s) > 2 * len(w) and s.startswith(w) and s.endswith(w):
+            s = s[len(w):-len(w)].strip()
+            break
+    # No canonical action ends with "." (arguments end with ")"), so this never eats text.
+    if s.endswith("."):
+        s = s[:-1].rstrip()
+    return s
+
+
+def kept_memory(text: str) -> str:
+    """A ``Memory:`` field as kept: "" when it says there is nothing to keep."""
+    flat = text.strip().strip(".").strip().lower()
+    return "" if flat in ("", "none", "nothing", "n/a", "-", "no", "(none)", "nothing new") else text.strip()

@@ -8,7 +8,7 @@ import time
 import pytest
 
 from actors.perception import PerceptionActor
-from actors.planner import LLMPolicy
+from actors.planner import LLMPolicy, RoleSetup
 from devices.adb import AdbDevice
 from models.llm import ModelPrice, Roles, RoleSettings
 from protocol.messages import (
@@ -58,7 +58,7 @@ async def test_normal_episode_reaches_success(
     assert not task.is_successful(sim_device.phone)
     openai_server.script(*DARK_MODE, YES)
     async with llm_client(openai_server) as llm:
-        run = await run_episode(mosquitto, AdbDevice(sim_device.serial), LLMPolicy(llm),
+        run = await run_episode(mosquitto, AdbDevice(sim_device.serial), LLMPolicy(llm, RoleSetup.from_settings(llm.settings)),
                                 fast_settings(), shared_perception, task.instruction)
     assert run.outcome is not None and run.outcome.status == "succeeded", run.outcome
     assert task.is_successful(sim_device.phone)
@@ -101,7 +101,7 @@ async def test_malformed_replies_are_reasked_and_never_executed(
         YES,
     )
     async with llm_client(openai_server) as llm:
-        run = await run_episode(mosquitto, AdbDevice(sim_device.serial), LLMPolicy(llm),
+        run = await run_episode(mosquitto, AdbDevice(sim_device.serial), LLMPolicy(llm, RoleSetup.from_settings(llm.settings)),
                                 fast_settings(max_unusable_replies=4), shared_perception,
                                 "Open the settings.")
     assert run.outcome is not None and run.outcome.status == "succeeded"
@@ -130,7 +130,7 @@ async def test_429_and_500_then_success(
         Behaviour.error(503), planner_reply("Stop"), YES,
     )
     async with llm_client(openai_server) as llm:
-        run = await run_episode(mosquitto, AdbDevice(sim_device.serial), LLMPolicy(llm),
+        run = await run_episode(mosquitto, AdbDevice(sim_device.serial), LLMPolicy(llm, RoleSetup.from_settings(llm.settings)),
                                 fast_settings(), shared_perception, "Open the settings.")
     assert run.outcome is not None and run.outcome.status == "succeeded"
     assert run.outcome.operations == (OpenApp("Settings"),)
@@ -145,7 +145,7 @@ async def test_llm_hang_past_timeout_fails_the_episode_cleanly(
     openai_server.script(Behaviour(hang=True))
     t0 = time.monotonic()
     async with llm_client(openai_server, timeout_s=1.0, max_retries=0) as llm:
-        run = await run_episode(mosquitto, AdbDevice(sim_device.serial), LLMPolicy(llm),
+        run = await run_episode(mosquitto, AdbDevice(sim_device.serial), LLMPolicy(llm, RoleSetup.from_settings(llm.settings)),
                                 fast_settings(), shared_perception, "Open the settings.")
     assert time.monotonic() - t0 < 30
     assert run.outcome is not None and run.outcome.status == "failed"
@@ -173,7 +173,7 @@ async def test_not_complete_continues_with_the_reason(
         YES,
     )
     async with llm_client(openai_server) as llm:
-        run = await run_episode(mosquitto, AdbDevice(sim_device.serial), LLMPolicy(llm),
+        run = await run_episode(mosquitto, AdbDevice(sim_device.serial), LLMPolicy(llm, RoleSetup.from_settings(llm.settings)),
                                 fast_settings(), shared_perception, task.instruction)
     assert run.outcome is not None and run.outcome.status == "succeeded"
     assert task.is_successful(sim_device.phone)
@@ -194,7 +194,7 @@ async def test_loop_guard_fires(
     sim_device.phone.faults.frozen = True  # taps do nothing: the same frame every step
     openai_server.script(*[planner_reply("Click text (Display)")] * 5)
     async with llm_client(openai_server) as llm:
-        run = await run_episode(mosquitto, AdbDevice(sim_device.serial), LLMPolicy(llm),
+        run = await run_episode(mosquitto, AdbDevice(sim_device.serial), LLMPolicy(llm, RoleSetup.from_settings(llm.settings)),
                                 fast_settings(loop_guard=3), shared_perception, "Open display.")
     sim_device.phone.faults.frozen = False
     assert run.outcome is not None and run.outcome.status == "failed"
@@ -221,7 +221,7 @@ async def test_not_found_is_feedback_and_ambiguous_is_one_chooser_call(
         YES,
     )
     async with llm_client(openai_server) as llm:
-        run = await run_episode(mosquitto, AdbDevice(sim_device.serial), LLMPolicy(llm),
+        run = await run_episode(mosquitto, AdbDevice(sim_device.serial), LLMPolicy(llm, RoleSetup.from_settings(llm.settings)),
                                 fast_settings(), shared_perception, "Write a note.")
     assert run.outcome is not None and run.outcome.status == "succeeded"
     nf = run.of(NotFound)
@@ -260,7 +260,7 @@ async def test_unusable_replies_in_a_row_end_the_episode(
     )
     async with llm_client(openai_server) as llm:
         run = await run_episode(mosquitto, AdbDevice(sim_device.serial),
-                                LLMPolicy(llm, max_reasks=5),
+                                LLMPolicy(llm, RoleSetup.from_settings(llm.settings), max_reasks=5),
                                 fast_settings(max_unusable_replies=3), shared_perception,
                                 "Open the settings.")
     assert run.outcome is not None and run.outcome.status == "failed"
@@ -291,7 +291,7 @@ async def test_cost_is_published_and_the_cap_ends_the_episode(
                                    cached_per_mtok=5.0)}
     per_call = (19800 * 10.0 + 200 * 5.0 + 100 * 10.0) / 1e6  # $0.200
     async with llm_client(openai_server, prices=prices) as llm:
-        run = await run_episode(mosquitto, AdbDevice(sim_device.serial), LLMPolicy(llm),
+        run = await run_episode(mosquitto, AdbDevice(sim_device.serial), LLMPolicy(llm, RoleSetup.from_settings(llm.settings)),
                                 fast_settings(max_cost_usd=0.3), shared_perception,
                                 "Open the display settings.")
     assert run.outcome is not None and run.outcome.status == "failed"
@@ -323,7 +323,7 @@ async def test_a_call_that_could_pass_the_cost_cap_is_not_made(
     )
     prices = {"plan-m": ModelPrice(prompt_per_mtok=0.0, completion_per_mtok=10.0)}
     async with llm_client(openai_server, prices=prices, max_tokens=1024) as llm:
-        run = await run_episode(mosquitto, AdbDevice(sim_device.serial), LLMPolicy(llm),
+        run = await run_episode(mosquitto, AdbDevice(sim_device.serial), LLMPolicy(llm, RoleSetup.from_settings(llm.settings)),
                                 fast_settings(max_cost_usd=0.025), shared_perception,
                                 "Open the display settings.")
     assert run.outcome is not None and run.outcome.status == "failed"
@@ -363,7 +363,7 @@ async def test_a_stream_of_429s_inside_the_budget_then_success(
     openai_server.script(Behaviour(hang=True), Behaviour.error(500))  # a timeout and a 500 first
     async with llm_client(openai_server, timeout_s=0.5, retry_budget_s=5.0,
                           max_retries=None) as llm:
-        run = await run_episode(mosquitto, AdbDevice(sim_device.serial), LLMPolicy(llm),
+        run = await run_episode(mosquitto, AdbDevice(sim_device.serial), LLMPolicy(llm, RoleSetup.from_settings(llm.settings)),
                                 fast_settings(), shared_perception, "Open the settings.")
     assert run.outcome is not None and run.outcome.status == "succeeded", run.outcome
     assert run.outcome.operations == (OpenApp("Settings"),)
@@ -377,7 +377,7 @@ async def test_429s_past_the_budget_fail_the_episode_naming_the_endpoint(
     openai_server.policy = lambda req: Behaviour.error(429, "Rate limit reached",
                                                        headers={"Retry-After": "0.2"})
     async with llm_client(openai_server, retry_budget_s=0.7, max_retries=None) as llm:
-        run = await run_episode(mosquitto, AdbDevice(sim_device.serial), LLMPolicy(llm),
+        run = await run_episode(mosquitto, AdbDevice(sim_device.serial), LLMPolicy(llm, RoleSetup.from_settings(llm.settings)),
                                 fast_settings(), shared_perception, "Open the settings.")
     assert run.outcome is not None and run.outcome.status == "failed"
     reason = run.outcome.reason
@@ -394,7 +394,7 @@ async def test_a_response_without_content_retries_the_step(
     openai_server.script(Behaviour(text=None), planner_reply("Open app (Settings)"),
                          planner_reply("Stop"), YES)
     async with llm_client(openai_server) as llm:
-        run = await run_episode(mosquitto, AdbDevice(sim_device.serial), LLMPolicy(llm),
+        run = await run_episode(mosquitto, AdbDevice(sim_device.serial), LLMPolicy(llm, RoleSetup.from_settings(llm.settings)),
                                 fast_settings(), shared_perception, "Open the settings.")
     assert run.outcome is not None and run.outcome.status == "succeeded", run.outcome
     assert run.of(Plan)[0].operation is None and "no text content" in run.of(Plan)[0].parse_error
@@ -411,7 +411,7 @@ async def test_the_reflector_goes_to_its_own_server(
         judge.script(YES)
         roles = Roles(reflector=RoleSettings(base_url=judge.base_url, model="judge-m"))
         async with llm_client(openai_server, roles=roles) as llm:
-            run = await run_episode(mosquitto, AdbDevice(sim_device.serial), LLMPolicy(llm),
+            run = await run_episode(mosquitto, AdbDevice(sim_device.serial), LLMPolicy(llm, RoleSetup.from_settings(llm.settings)),
                                     fast_settings(), shared_perception, "Open the settings.")
         assert run.outcome is not None and run.outcome.status == "succeeded", run.outcome
         assert [r.model for r in openai_server.requests] == ["plan-m", "plan-m"]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from actors.perception import PerceptionActor
-from actors.planner import LLMPolicy
+from actors.planner import LLMPolicy, RoleSetup
 from devices.adb import AdbDevice
 from protocol.messages import (
     ActionDone,
@@ -68,7 +68,7 @@ async def test_prompts_carry_thoughts_progress_and_notes(
         YES,
     )
     async with llm_client(openai_server) as llm:
-        run = await run_episode(mosquitto, AdbDevice(sim_device.serial), LLMPolicy(llm),
+        run = await run_episode(mosquitto, AdbDevice(sim_device.serial), LLMPolicy(llm, RoleSetup.from_settings(llm.settings)),
                                 fast_settings(check_screens=2), shared_perception,
                                 task.instruction)
     assert run.outcome is not None and run.outcome.status == "succeeded", run.outcome
@@ -129,7 +129,7 @@ async def test_memory_off_sends_none_of_it(
     )
     async with llm_client(openai_server) as llm:
         run = await run_episode(
-            mosquitto, AdbDevice(sim_device.serial), LLMPolicy(llm),
+            mosquitto, AdbDevice(sim_device.serial), LLMPolicy(llm, RoleSetup.from_settings(llm.settings)),
             fast_settings(planning="off", notes=False, history_thoughts=False),
             shared_perception, "Open the settings.")
     assert run.outcome is not None and run.outcome.status == "succeeded", run.outcome
@@ -155,7 +155,7 @@ async def test_the_chooser_gets_the_thought(
         YES,
     )
     async with llm_client(openai_server) as llm:
-        run = await run_episode(mosquitto, AdbDevice(sim_device.serial), LLMPolicy(llm),
+        run = await run_episode(mosquitto, AdbDevice(sim_device.serial), LLMPolicy(llm, RoleSetup.from_settings(llm.settings)),
                                 fast_settings(), shared_perception, "Write a note.")
     assert run.outcome is not None and run.outcome.status == "succeeded", run.outcome
     assert run.of(Choice)
@@ -184,7 +184,7 @@ async def test_llm_reflection_goes_back_on_a_wrong_page_and_retries_on_no_effect
         YES,
     )
     async with llm_client(openai_server) as llm:
-        run = await run_episode(mosquitto, AdbDevice(sim_device.serial), LLMPolicy(llm),
+        run = await run_episode(mosquitto, AdbDevice(sim_device.serial), LLMPolicy(llm, RoleSetup.from_settings(llm.settings)),
                                 fast_settings(reflection="llm"), shared_perception,
                                 task.instruction)
     assert run.outcome is not None and run.outcome.status == "succeeded", run.outcome
@@ -231,7 +231,7 @@ async def test_both_asks_the_judge_only_when_pixels_are_unsure(
         YES,
     )
     async with llm_client(openai_server) as llm:
-        run = await run_episode(mosquitto, AdbDevice(sim_device.serial), LLMPolicy(llm),
+        run = await run_episode(mosquitto, AdbDevice(sim_device.serial), LLMPolicy(llm, RoleSetup.from_settings(llm.settings)),
                                 fast_settings(reflection="both"), shared_perception,
                                 task.instruction)
     assert run.outcome is not None and run.outcome.status == "succeeded", run.outcome
@@ -255,7 +255,7 @@ async def test_the_planning_call_updates_the_progress(
         YES,
     )
     async with llm_client(openai_server) as llm:
-        run = await run_episode(mosquitto, AdbDevice(sim_device.serial), LLMPolicy(llm),
+        run = await run_episode(mosquitto, AdbDevice(sim_device.serial), LLMPolicy(llm, RoleSetup.from_settings(llm.settings)),
                                 fast_settings(planning="call"), shared_perception,
                                 "Open the settings.")
     assert run.outcome is not None and run.outcome.status == "succeeded", run.outcome

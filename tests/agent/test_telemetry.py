@@ -14,7 +14,7 @@ import pytest
 
 from actors.episode import DeviceAgent
 from actors.perception import PerceptionActor
-from actors.planner import LLMPolicy
+from actors.planner import LLMPolicy, RoleSetup
 from actors.services import AgentServices
 from actors.telemetry import TelemetrySettings, Tracing, span_ids
 from devices.adb import AdbDevice
@@ -77,7 +77,7 @@ async def test_an_episode_is_one_trace_with_its_steps_requests_and_llm_calls(
                                         service_name="mobagent-test"))
     async with llm_client(openai_server) as llm:
         outcome, events = await traced_episode(
-            mosquitto, AdbDevice(sim_device.serial), LLMPolicy(llm), shared_perception,
+            mosquitto, AdbDevice(sim_device.serial), LLMPolicy(llm, RoleSetup.from_settings(llm.settings)), shared_perception,
             tracing, task.instruction)
     assert outcome.status == "succeeded"
     if collector is None:

@@ -16,7 +16,8 @@ import pytest
 
 from bench.mosquitto import MOSQUITTO
 from bench.soak import Job, StandInModel
-from models.llm.react import CHOOSER_SYSTEM, COMPLETION_SYSTEM
+from models.llm.prompts.chooser import CHOOSER_SYSTEM
+from models.llm.prompts.completion import COMPLETION_SYSTEM
 from tests.fixtures.openai_server import RecordedRequest
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -6,7 +6,7 @@ import pytest
 
 from actors.planner import StepContext
 from host.oracle import MAX_SCROLLS, OraclePolicy
-from models.llm.react import StepRecord
+from models.llm.prompts.shared import PastStep
 from protocol.operations import ClickText, OpenApp, Operation, PageDown, Stop, TypeText, Wait
 from sim.eval.tasks import get_task
 
@@ -15,7 +15,7 @@ pytestmark = pytest.mark.anyio
 
 async def _run(policy: OraclePolicy, outcomes: list[tuple[str, str | None]]) -> list[Operation]:
     """Ask the policy step by step; each issued operation gets the next (result, verdict)."""
-    history: list[StepRecord] = []
+    history: list[PastStep] = []
     issued: list[Operation] = []
     for step, (result, verdict) in enumerate([*outcomes, ("done", "ok")], 1):
         d = await policy.decide(StepContext("x", b"", history=tuple(history), step=step))
@@ -23,7 +23,7 @@ async def _run(policy: OraclePolicy, outcomes: list[tuple[str, str | None]]) -> 
         issued.append(d.operation)
         if isinstance(d.operation, Stop):
             break
-        history.append(StepRecord(action=d.operation, result=result, verdict=verdict))
+        history.append(PastStep(action=d.operation, result=result, verdict=verdict))
     return issued
 
 
@@ -85,7 +85,7 @@ async def test_a_frame_of_a_screen_that_is_gone_is_waited_out() -> None:
     assert first.operation == OpenApp("Settings")
     home = png(phone)  # the frame the agent took before the app's screen came up
     phone.open("com.android.settings")
-    history = (StepRecord(action=OpenApp("Settings"), result="done", verdict="ok"),)
+    history = (PastStep(action=OpenApp("Settings"), result="done", verdict="ok"),)
     waits = [await policy.decide(StepContext("x", home, history=history, step=s))
              for s in (2, 3, 4)]
     assert [d.operation for d in waits[:2]] == [Wait(), Wait()]  # twice at most, then on

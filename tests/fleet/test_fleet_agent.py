@@ -21,7 +21,7 @@ import pytest
 from actors.config import AgentSettings
 from actors.episode import DeviceAgent
 from actors.perception import PerceptionActor
-from actors.planner import LLMPolicy, ScriptedPolicy
+from actors.planner import LLMPolicy, RoleSetup, ScriptedPolicy
 from actors.services import AgentServices
 from host.fleet import OFFLINE_REASON, FleetConfig, FleetManager, run_fleet
 from host.fleet_worker import RunEpisode
@@ -46,7 +46,7 @@ def agent_worker(llm: LLMClient, services: AgentServices, settings: AgentSetting
                  ) -> RunEpisode:
     return fleet_worker(lambda handle: DeviceAgent(
         handle.bus, handle.device, settings=settings, perception=services.perception_engine,
-        policy_for=lambda _i: LLMPolicy(llm), host=handle.host, services=services))
+        policy_for=lambda _i: LLMPolicy(llm, RoleSetup.from_settings(llm.settings)), host=handle.host, services=services))
 
 
 @asynccontextmanager

@@ -6,7 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from models.llm.react import ParseError, parse_operation, parse_planner_reply
+from models.llm.errors import ParseError
+from models.llm.families.react import parse_operation, parse_planner_reply
 from models.llm.replytext import normalize_punctuation
 from protocol.operations import (
     DIRECTIONS,

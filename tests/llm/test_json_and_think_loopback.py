@@ -19,11 +19,11 @@ from typing import Any
 
 import pytest
 
-from actors.planner import LLMPolicy, StepContext
+from actors.planner import LLMPolicy, RoleSetup, StepContext
 from models.llm import LLMClient, LLMSettings
-from models.llm.client import RoleFamilies
 from models.llm.families.json_schema import SCHEMA
 from models.llm.opvocab import OP_NAMES
+from models.llm.settings import RoleFamilies
 from protocol.operations import Back, ClickText, OpenApp, TapPoint, TypeText
 from tests.fixtures.openai_server import OpenAIServer, planner_reply
 from tests.llm.conftest import png_screen
@@ -70,7 +70,7 @@ async def test_json_request_carries_the_schema_and_the_point_maps_from_the_sent_
 ) -> None:
     openai_server.script(_json("tap_point", {"x": 115, "y": 256}))
     async with LLMClient(_json_settings(settings_for)) as llm:
-        policy = LLMPolicy(llm)
+        policy = LLMPolicy(llm, RoleSetup.from_settings(llm.settings))
         assert policy.family.name == "json"
         d = await policy.decide(_ctx())
     assert d.operation == TapPoint(540, 1200) and not d.parse_error and len(d.replies) == 1
@@ -104,7 +104,7 @@ async def test_a_reply_breaking_the_schema_is_reasked_and_counted(
 ) -> None:
     openai_server.script(bad, _json("click_text", {"text": "Display"}))
     async with LLMClient(_json_settings(settings_for)) as llm:
-        d = await LLMPolicy(llm).decide(_ctx())
+        d = await LLMPolicy(llm, RoleSetup.from_settings(llm.settings)).decide(_ctx())
     assert d.operation == ClickText("Display") and len(d.replies) == 2
     # the re-ask went to the same schema, with the broken reply and its problem
     second = openai_server.requests[1]
@@ -118,7 +118,7 @@ async def test_json_replies_that_never_fit_are_not_executed(
 ) -> None:
     openai_server.script(*[_json("fly_to", {})] * 3, _json("stop", {}))
     async with LLMClient(_json_settings(settings_for)) as llm:
-        d = await LLMPolicy(llm, max_reasks=2).decide(_ctx())
+        d = await LLMPolicy(llm, RoleSetup.from_settings(llm.settings), max_reasks=2).decide(_ctx())
     assert d.operation is None and "unknown operation 'fly_to'" in d.parse_error
     assert len(d.replies) == 3 and openai_server.pending == 1  # three tries, the 4th unasked
 
@@ -153,11 +153,11 @@ async def test_the_action_after_a_think_block_wins(
     via_family: bool,
 ) -> None:
     openai_server.script(reply)
-    # No screen: the ReAct planner of models/llm/react.py; a screen: the react family's.
+    # No screen: points refer to the screenshot itself; a screen: mapped to the device.
     ctx = _ctx() if via_family else StepContext(instruction="Open the settings.",
                                                 screenshot=png_screen(*SCREEN))
     async with LLMClient(settings_for()) as llm:
-        d = await LLMPolicy(llm).decide(ctx)
+        d = await LLMPolicy(llm, RoleSetup.from_settings(llm.settings)).decide(ctx)
     assert d.operation == expected, d.parse_error
     assert len(d.replies) == 1 and len(openai_server.requests) == 1
 
@@ -168,7 +168,7 @@ async def test_a_think_block_with_a_decoy_json_action_in_the_json_family(
     openai_server.script('<think>maybe {"thought": "x", "op": "back", "args": {}}? no.</think>'
                          + _json("open_app", {"name": "Settings"}))
     async with LLMClient(_json_settings(settings_for)) as llm:
-        d = await LLMPolicy(llm).decide(_ctx())
+        d = await LLMPolicy(llm, RoleSetup.from_settings(llm.settings)).decide(_ctx())
     assert d.operation == OpenApp("Settings") and len(d.replies) == 1
     assert d.operation != Back()
 
@@ -179,5 +179,5 @@ async def test_a_reply_that_is_only_thinking_is_reasked(
     """The action mentioned inside the only think block is not taken: re-asked."""
     openai_server.script("<think>\nAction: Open app (Settings)\n</think>", planner_reply("Back"))
     async with LLMClient(settings_for()) as llm:
-        d = await LLMPolicy(llm).decide(_ctx())
+        d = await LLMPolicy(llm, RoleSetup.from_settings(llm.settings)).decide(_ctx())
     assert d.operation == Back() and len(d.replies) == 2

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import logging
+import re
 import socket
 import time
 from collections.abc import Callable
+from typing import Any
 
 import anyio
 import msgspec
@@ -28,6 +30,7 @@ from models.llm import (
     ModelPrice,
     RateLimiter,
     Role,
+    estimate_tokens,
     spending_cap,
 )
 from tests.fixtures.openai_server import Behaviour, OpenAIServer
@@ -236,7 +239,7 @@ async def test_a_call_past_the_cost_cap_is_not_sent(
             assert len(openai_server.requests) == 3  # the refused call was never sent
             assert cap.spent_usd == pytest.approx(0.02)
             assert [r.text for r in cap.answered] == ["r0", "r1", "r2"]
-            cap.settle((first, second))
+            cap.account((first, second))
             assert [r.text for r in cap.answered] == ["r2"]
         # Outside the block the cap is not in force: the same call goes out.
         assert (await llm.chat("planner", user("go"))).text == "r3"
@@ -244,6 +247,37 @@ async def test_a_call_past_the_cost_cap_is_not_sent(
     assert msg.startswith("cost cap of $0.025 would be passed: the next planner call (plan-m)")
     assert f"up to ${worst:.4f} (~5 prompt + 1000 output tokens)" in msg
     assert "cost $0.0200 so far" in msg
+
+
+async def test_the_rate_limiter_and_the_cost_cap_count_a_call_alike(
+    openai_server: OpenAIServer, settings_for: Settings
+) -> None:
+    """One token estimate for both budgets: the tokens the rate limiter admits for a call
+    with images are the prompt and output tokens the cost cap prices for the same call."""
+    admitted: list[int] = []
+
+    class Counting(RateLimiter):
+        def slot(self, max_wait_s: float | None = None, tokens: int = 0) -> Any:
+            admitted.append(tokens)
+            return super().slot(max_wait_s, tokens)
+
+    s = settings_for(prices={"plan-m": ModelPrice(prompt_per_mtok=10.0, completion_per_mtok=10.0)},
+                     max_tokens=100, tokens_per_minute=1_000_000)
+    msgs = [ChatMessage.text("system", "You plan."),
+            ChatMessage("user", ("Which one?", ImageInput(png_screen()), "or",
+                                 ImageInput(png_screen(300, 200, seed=1))))]
+    openai_server.script("ok")
+    async with LLMClient(s, Counting.from_settings(s)) as llm:
+        await llm.chat("planner", msgs)
+        with spending_cap(CostCap(1e-9)), pytest.raises(LLMCostCapReached) as err:
+            await llm.chat("planner", msgs)
+    counted = re.search(r"~(\d+) prompt \+ (\d+) output tokens", str(err.value))
+    assert counted is not None
+    prompt, output = int(counted[1]), int(counted[2])
+    assert admitted == [prompt + output]  # the refused call never took a slot
+    # Images by their size as sent (512 px here: one tile each), not a flat count.
+    assert prompt == estimate_tokens(msgs, max_image_side=512)
+    assert prompt < 2 * 765
 
 
 async def test_rate_limiter_bounds_concurrency_across_clients(

@@ -354,10 +354,10 @@ async def test_token_limiter_holds_requests_past_the_tokens_per_window() -> None
     starts: list[float] = []
 
     async def one(tokens: int, actual: int | None = None) -> None:
-        async with limiter.slot(tokens=tokens) as settle:
+        async with limiter.slot(tokens=tokens) as correct:
             starts.append(time.monotonic())
             if actual is not None:
-                settle(actual)
+                correct(actual)
 
     await one(60, actual=10)  # estimated 60, the server counted 10
     await one(60)  # 70 in the window: fits

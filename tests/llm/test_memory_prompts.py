@@ -7,30 +7,24 @@ from __future__ import annotations
 import pytest
 
 from models.llm import ChatMessage, ImageInput
+from models.llm.budget import estimate_tokens, image_tokens, text_tokens
+from models.llm.errors import ParseError
 from models.llm.families import get_family
-from models.llm.react import (
-    ParseError,
-    PlannerInput,
-    StepRecord,
-    chooser_messages,
-    completion_messages,
-    format_operation,
-    judge_messages,
-    kept_memory,
-    parse_judgement,
-    parse_operation,
-    parse_planner_reply,
-    parse_progress,
-    planner_messages,
-)
-from models.llm.tokens import estimate_tokens, image_tokens, text_tokens
-from protocol.operations import ClickText, Note, OpenApp
+from models.llm.families.react import parse_operation, parse_planner_reply, react_planner_messages
+from models.llm.prompts.chooser import chooser_messages
+from models.llm.prompts.completion import completion_messages
+from models.llm.prompts.judge import judge_messages, parse_judgement
+from models.llm.prompts.planner import PlannerInput
+from models.llm.prompts.progress import parse_progress
+from models.llm.prompts.shared import PastStep
+from models.llm.replytext import kept_memory
+from protocol.operations import ClickText, Note, OpenApp, format_operation
 from tests.llm.conftest import png_screen
 
 
-def _long_history(n: int, shot: bytes) -> tuple[StepRecord, ...]:
+def _long_history(n: int, shot: bytes) -> tuple[PastStep, ...]:
     return tuple(
-        StepRecord(action=ClickText(f"item {i}"), result="done", verdict="ok",
+        PastStep(action=ClickText(f"item {i}"), result="done", verdict="ok",
                    observation=f"OBS-{i} " + "a list of things on the screen " * 6,
                    thought=f"THOUGHT-{i} " + "the next thing to do is this one " * 6,
                    screenshot=shot)
@@ -58,14 +52,14 @@ def test_history_carries_observation_and_thought_and_the_bound_holds() -> None:
     inp = PlannerInput(instruction="Do a long job", screenshot=shot, history=history,
                        progress="PROGRESS steps 0-59 done; the report remains",
                        notes=("NOTE the price is $12.99",))
-    unbounded = planner_messages(inp, keep_screenshots=1)
+    unbounded = react_planner_messages(inp, keep_screenshots=1)
     text = _text(unbounded)
     assert "OBS-59" in text and "THOUGHT-59" in text and "THOUGHT-30" in text
     assert "Progress so far: PROGRESS" in text and "- NOTE the price is $12.99" in text
     big = estimate_tokens(unbounded)
 
     for bound in (big - 1, 6000, 3000, 1500):
-        msgs = planner_messages(PlannerInput(**{**_fields(inp), "max_prompt_tokens": bound}),
+        msgs = react_planner_messages(PlannerInput(**{**_fields(inp), "max_prompt_tokens": bound}),
                                 keep_screenshots=1)
         assert estimate_tokens(msgs) <= bound, bound
         t = _text(msgs)
@@ -75,7 +69,7 @@ def test_history_carries_observation_and_thought_and_the_bound_holds() -> None:
         if bound >= 3000:
             assert "60. Click text (item 59)" in t
         assert isinstance(msgs[1].content[-2], ImageInput) and msgs[1].content[-2].data == shot
-    tight = _text(planner_messages(PlannerInput(**{**_fields(inp), "max_prompt_tokens": 3000}),
+    tight = _text(react_planner_messages(PlannerInput(**{**_fields(inp), "max_prompt_tokens": 3000}),
                                    keep_screenshots=1))
     assert "THOUGHT-59" in tight and "THOUGHT-0 " not in tight  # older thoughts go first
     assert "earlier steps not shown; the progress above sums them up" in tight
@@ -89,14 +83,14 @@ def test_history_thoughts_off_lists_actions_only() -> None:
     shot = png_screen(200, 400)
     inp = PlannerInput(instruction="x", screenshot=shot, history=_long_history(3, shot),
                        history_thoughts=False)
-    text = _text(planner_messages(inp))
+    text = _text(react_planner_messages(inp))
     assert "THOUGHT-" not in text and "OBS-" not in text and "3. Click text (item 2)" in text
 
 
 def test_reply_fields_are_asked_for_only_when_on() -> None:
     shot = png_screen(200, 400)
-    plain = planner_messages(PlannerInput(instruction="x", screenshot=shot))[0].content[0]
-    both = planner_messages(PlannerInput(instruction="x", screenshot=shot, reply_progress=True,
+    plain = react_planner_messages(PlannerInput(instruction="x", screenshot=shot))[0].content[0]
+    both = react_planner_messages(PlannerInput(instruction="x", screenshot=shot, reply_progress=True,
                                          reply_memory=True))[0].content[0]
     assert isinstance(plain, str) and isinstance(both, str)
     assert "Progress:" not in plain and "Memory:" not in plain and "Note (text)" not in plain
@@ -152,7 +146,7 @@ def test_coordinate_families_get_the_memory_in_the_prompt_but_no_new_fields() ->
     shot = png_screen(1080, 2400)
     fam = get_family("uitars")
     geom = fam.geometry(1080, 2400)
-    history = (StepRecord(action=ClickText("a"), thought="THOUGHT-U"),)
+    history = (PastStep(action=ClickText("a"), thought="THOUGHT-U"),)
     msgs = fam.planner_messages(PlannerInput(instruction="x", screenshot=shot, history=history,
                                              notes=("N1",), reply_memory=True), geom)
     system = msgs[0].content[0]
@@ -165,7 +159,7 @@ def test_chooser_completion_and_judge_prompts_carry_the_memory() -> None:
     chooser = _text(chooser_messages(instruction="reply to Bob", target="Reply", image=shot,
                                      labels=[1, 2], thought="THOUGHT the Reply under Bob's mail"))
     assert "THOUGHT the Reply under Bob's mail" in chooser
-    history = tuple(StepRecord(action=ClickText(f"s{i}"), screenshot=png_screen(200, 400, seed=i))
+    history = tuple(PastStep(action=ClickText(f"s{i}"), screenshot=png_screen(200, 400, seed=i))
                     for i in range(4))
     comp = completion_messages(instruction="i", history=history, screenshot=shot,
                                progress="PROG", notes=("NOTE",), earlier_screens=2)

@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 import pytest
 
-from actors.planner import LLMPolicy, StepContext
+from actors.planner import LLMPolicy, RoleSetup, StepContext
 from models.llm import LLMClient, LLMSettings, RoleFamilies, RoleModels
 from protocol.operations import ClickText
 from tests.fixtures.openai_server import Behaviour, OpenAIServer
@@ -28,7 +28,7 @@ async def test_tools_chooser_calls_a_function_with_the_boxes_as_an_enum(
         Behaviour.tool_call("choose_box", '{"box": "none"}'),
     )
     async with LLMClient(settings_for(family=RoleFamilies(chooser="tools"))) as llm:
-        policy = LLMPolicy(llm)
+        policy = LLMPolicy(llm, RoleSetup.from_settings(llm.settings))
         first = await policy.choose(CTX, "Reply", SHOT, [2, 3], ["Reply", "Reply"])
         second = await policy.choose(CTX, "Reply", SHOT, [2, 3], ["Reply", "Reply"])
     assert (first.index, len(first.replies)) == (3, 2)
@@ -52,7 +52,7 @@ async def test_json_reflector_answers_the_check_and_the_judge_by_schema(
         '<think>the page changed</think>{"verdict": "B", "reason": "a settings page"}',
     )
     async with LLMClient(settings_for(family=RoleFamilies(reflector="json"))) as llm:
-        policy = LLMPolicy(llm)
+        policy = LLMPolicy(llm, RoleSetup.from_settings(llm.settings))
         comp = await policy.check_completion(CTX)
         judged = await policy.judge_action(CTX, ClickText("Reply"), SHOT, SHOT)
     assert (comp.complete, comp.reason) == (False, "the reply is not sent")
@@ -80,8 +80,8 @@ async def test_coordinate_families_answer_in_their_answer_call(
     openai_server.script(reply)
     models = RoleModels(planner="plan-m", chooser="choose-m", reflector=model)
     async with LLMClient(settings_for(models=models, family=RoleFamilies(reflector="auto"))) as llm:
-        policy = LLMPolicy(llm)
-        assert policy.role_families == {"chooser": "react", "reflector": family}
+        policy = LLMPolicy(llm, RoleSetup.from_settings(llm.settings))
+        assert (policy.setup.chooser, policy.setup.reflector) == ("react", family)
         comp = await policy.check_completion(CTX)
     assert comp.complete is complete and len(comp.replies) == 1, comp.reason
     body = openai_server.requests[0].body or {}
@@ -99,12 +99,12 @@ async def test_coordinate_families_answer_in_their_answer_call(
 async def test_the_progress_call_speaks_the_planners_family(
     openai_server: OpenAIServer, settings_for: Settings, family: str, reply: Behaviour,
 ) -> None:
-    from models.llm.react import StepRecord
+    from models.llm.prompts.shared import PastStep
 
     openai_server.script(reply)
     async with LLMClient(settings_for(family=RoleFamilies(planner=family))) as llm:
-        policy = LLMPolicy(llm)
-        upd = await policy.update_progress(CTX, StepRecord(action=ClickText("Ann"), result="done"))
+        policy = LLMPolicy(llm, RoleSetup.from_settings(llm.settings))
+        upd = await policy.update_progress(CTX, PastStep(action=ClickText("Ann"), result="done"))
     assert upd.text == "opened the chat; reply"
     body = openai_server.requests[0].body or {}
     assert body["model"] == "plan-m"  # the planner role's call
@@ -120,4 +120,4 @@ async def test_the_progress_call_speaks_the_planners_family(
 async def test_an_unknown_role_family_is_refused(settings_for: Settings) -> None:
     async with LLMClient(settings_for(family=RoleFamilies(chooser="klingon"))) as llm:
         with pytest.raises(ValueError, match="klingon"):
-            LLMPolicy(llm)
+            LLMPolicy(llm, RoleSetup.from_settings(llm.settings))

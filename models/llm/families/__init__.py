@@ -1,10 +1,15 @@
 """Model families, selected by name (``llm.family`` per role): ``react``, ``tools``, ``json``,
 ``uitars``, ``qwen``, ``autoglm``, or ``auto`` (from the model name, where that is
-unambiguous). See ``base`` for the interface and each module for its conventions."""
+unambiguous). See ``base`` for the interface and each module for its conventions.
+
+A family is one module of this folder and one entry in ``FAMILIES`` below (plus a pattern
+in ``auto_family_name`` when a model name implies it); nothing outside the folder names
+the families."""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 from models.llm.errors import ParseError
 from models.llm.families.autoglm import AutoGLMFamily
@@ -22,8 +27,6 @@ from models.llm.families.react import ReactFamily
 from models.llm.families.tools import ToolsFamily
 from models.llm.families.uitars import UITarsFamily
 
-FAMILY_NAMES: tuple[str, ...] = ("react", "tools", "json", "uitars", "qwen", "autoglm")
-
 
 def _uitars_variant(model: str) -> str:
     # UI-TARS 1.0 checkpoints are the 2B/7B/72B -SFT and -DPO ones (relative 0-1000);
@@ -37,6 +40,27 @@ def _uitars_variant(model: str) -> str:
 def _qwen_variant(model: str) -> str:
     m = model.lower()
     return "3" if ("qwen3" in m or "gui-owl" in m or "guiowl" in m) else "2.5"
+
+
+# name -> the family for (model name, the planner role's max_image_side); the variant, where
+# a family has several, from the model name ("" when unknown).
+FamilyMaker = Callable[[str, int | None], Family]
+FAMILIES: dict[str, FamilyMaker] = {
+    "react": lambda model, side: ReactFamily(side),
+    "tools": lambda model, side: ToolsFamily(side),
+    "json": lambda model, side: JsonFamily(side),
+    "uitars": lambda model, side: UITarsFamily(_uitars_variant(model) if model else "1.5", side),
+    "qwen": lambda model, side: QwenFamily(_qwen_variant(model) if model else "2.5", side),
+    "autoglm": lambda model, side: AutoGLMFamily(side),
+}
+# Names that pin a variant whatever the model name says.
+_PINNED: dict[str, FamilyMaker] = {
+    "uitars-1.5": lambda model, side: UITarsFamily("1.5", side),
+    "uitars-1.0": lambda model, side: UITarsFamily("1.0", side),
+    "qwen2.5": lambda model, side: QwenFamily("2.5", side),
+    "qwen3": lambda model, side: QwenFamily("3", side),
+}
+FAMILY_NAMES: tuple[str, ...] = tuple(FAMILIES)
 
 
 def auto_family_name(model: str) -> str:
@@ -59,29 +83,15 @@ def get_family(name: str, model: str = "", *, max_image_side: int | None = None)
     n = name.strip().lower()
     if n == "auto":
         n = auto_family_name(model)
-    side = max_image_side
-    if n in ("uitars-1.5", "uitars-1.0"):
-        return UITarsFamily(n.split("-")[1], side)
-    if n in ("qwen2.5", "qwen3"):
-        return QwenFamily(n[4:], side)
-    if n == "react":
-        return ReactFamily(side)
-    if n == "tools":
-        return ToolsFamily(side)
-    if n == "json":
-        return JsonFamily(side)
-    if n == "uitars":
-        return UITarsFamily(_uitars_variant(model) if model else "1.5", side)
-    if n == "qwen":
-        return QwenFamily(_qwen_variant(model) if model else "2.5", side)
-    if n == "autoglm":
-        return AutoGLMFamily(side)
-    raise ValueError(
-        f"unknown model family {name!r}: use one of {', '.join(FAMILY_NAMES)}, or auto"
-    )
+    make = FAMILIES.get(n) or _PINNED.get(n)
+    if make is None:
+        raise ValueError(
+            f"unknown model family {name!r}: use one of {', '.join(FAMILY_NAMES)}, or auto"
+        )
+    return make(model, max_image_side)
 
 
 __all__ = [
-    "FAMILY_NAMES", "Family", "FamilyReply", "Geometry", "ParseError", "ToolCall",
+    "FAMILIES", "FAMILY_NAMES", "Family", "FamilyReply", "Geometry", "ParseError", "ToolCall",
     "auto_family_name", "get_family", "map_operation", "smart_resize",
 ]

@@ -4,7 +4,7 @@
 Their questions are not actions (which numbered box is the target; is the instruction done;
 what did this action do; with ``agent.planning = "call"``, the planner's progress after a
 step), so every family keeps the prompts and the line parsers of
-``models/llm/react.py`` (``Box: N``, ``Complete: yes|no`` + ``Reason:``, ``Verdict: A|B|C``
+``models/llm/prompts/`` (``Box: N``, ``Complete: yes|no`` + ``Reason:``, ``Verdict: A|B|C``
 + ``Reason:``). What a family changes is how the answer may come back:
 
 - ``tools``: one function for the question, ``tool_choice: "required"`` (OpenAI function
@@ -32,7 +32,7 @@ from typing import Any, Literal
 
 import msgspec
 
-from models.llm import LLMReply
+from models.llm.messages import LLMReply
 from models.llm.replytext import clean_reply, find_calls, json_objects
 
 Question = Literal["choice", "completion", "judgement", "progress"]

@@ -17,9 +17,9 @@ from typing import Any, Literal, Protocol
 import msgspec
 from PIL import Image
 
-from models.llm import ChatMessage
 from models.llm.errors import ParseError
-from models.llm.react import PlannerInput, planner_messages
+from models.llm.messages import ChatMessage
+from models.llm.prompts.planner import PlannerInput, planner_messages
 from models.llm.replytext import degenerate, with_original_text
 from protocol.operations import LongPressPoint, Operation, SwipePoints, TapPoint
 
