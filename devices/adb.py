@@ -26,8 +26,11 @@ import numpy as np
 
 from devices.adb_output import (
     ShellFailure,
+    display_ids,
     foreground_package,
+    input_methods,
     input_size,
+    launcher_component,
     png_payload,
     shell_failure,
 )
@@ -48,6 +51,14 @@ ADB_KEYBOARD_HELP = (
     "`adb -s {serial} install ADBKeyboard.apk` and "
     f"`adb -s {{serial}} shell ime enable {ADB_KEYBOARD}`"
 )
+# The real ADB Keyboard drops broadcasts until its service has started after `ime set`
+# (Open-AutoGLM waits about a second); the switch itself is visible in the settings.
+IME_SWITCH_TIMEOUT_S = 3.0
+IME_START_S = 0.5
+REMEASURE_EVERY = 200  # auto capture: time both paths again every this many frames
+MAIN_ACTION = "android.intent.action.MAIN"
+LAUNCHER_CATEGORY = "android.intent.category.LAUNCHER"
+HOME_CATEGORY = "android.intent.category.HOME"
 KEY_BACK, KEY_HOME, KEY_ENTER = 4, 3, 66
 KEY_DEL, KEY_MOVE_END, KEY_CTRL_LEFT, KEY_A = 67, 123, 113, 29
 # Without a select-all, ``clear_text`` deletes this many characters from the end of the field.
@@ -232,6 +243,8 @@ class AdbDevice:
         self._raw_ok: bool | None = None if capture == "auto" else capture == "raw"
         self._ime_ready = False
         self._select_all: bool | None = None  # does `input keycombination` work? (unknown yet)
+        self._display: str | None = None  # the display id screencap is given ("" for none)
+        self._captures = 0
         self.timings: dict[str, float | None] = {}  # auto: the first capture per path
 
     def __repr__(self) -> str:
@@ -278,11 +291,23 @@ class AdbDevice:
                 chunks.append(chunk)
             return b"".join(chunks)
 
+    def _display_flag(self) -> str:
+        """`` -d ID`` on a phone with several displays (a foldable), read once: without it
+        screencap picks one by itself and prints a warning before the image."""
+        if self._display is None:
+            out = self._dev.shell2("dumpsys SurfaceFlinger --display-id", timeout=self.timeout_s,
+                                   rstrip=True, v2=True)
+            ids = display_ids(out.output or "") if out.returncode == 0 else []
+            self._display = ids[0] if len(ids) > 1 else ""
+        return f" -d {self._display}" if self._display else ""
+
     def _screenshot_raw(self) -> Screenshot:
-        return Screenshot(parse_raw_screencap(self._exec_bytes("screencap")), "raw")
+        return Screenshot(parse_raw_screencap(self._exec_bytes("screencap" + self._display_flag())),
+                          "raw")
 
     def _screenshot_png(self) -> Screenshot:
-        data = png_payload(self._exec_bytes("screencap -p"))  # past a foldable's warning
+        # past the warning some phones print before the image
+        data = png_payload(self._exec_bytes("screencap -p" + self._display_flag()))
         return Screenshot(decode_png(data), "png", png=data)
 
     def _screenshot(self) -> Screenshot:
@@ -290,6 +315,9 @@ class AdbDevice:
             return self._screenshot_raw()
         if self.capture == "png" or self._raw_ok is False:
             return self._screenshot_png()
+        self._captures += 1
+        if self._captures % REMEASURE_EVERY == 0:
+            self._raw_ok = None  # the link or the phone may have changed: measure again
         if self._raw_ok is True:
             try:
                 return self._screenshot_raw()
@@ -337,13 +365,28 @@ class AdbDevice:
         await self.shell(f"input keyevent {int(keycode)}")
 
     def _ensure_ime(self) -> None:
-        """The ADB Keyboard is installed (checked once)."""
+        """The ADB Keyboard is installed and enabled (checked once). ``ime list -s`` lists
+        enabled keyboards only, so an installed but disabled one is found in ``-a`` and
+        enabled here."""
         if self._ime_ready:
             return
-        imes = self._shell("ime list -s").split()
-        if ADB_KEYBOARD not in imes:
-            raise DeviceError(ADB_KEYBOARD_HELP.format(serial=self.serial))
+        if ADB_KEYBOARD not in input_methods(self._shell("ime list -s")):
+            if ADB_KEYBOARD not in input_methods(self._shell("ime list -a")):
+                raise DeviceError(ADB_KEYBOARD_HELP.format(serial=self.serial))
+            self._shell(f"ime enable {ADB_KEYBOARD}")
         self._ime_ready = True
+
+    def _wait_ime_active(self) -> None:
+        """After ``ime set``: wait (at most IME_SWITCH_TIMEOUT_S) until the ADB Keyboard is
+        the active method, then IME_START_S more, since the real keyboard registers its
+        broadcast receiver only once its service has started and drops what comes before."""
+        deadline = time.monotonic() + IME_SWITCH_TIMEOUT_S
+        while self._shell("settings get secure default_input_method").strip() != ADB_KEYBOARD:
+            if time.monotonic() > deadline:
+                raise DeviceError(f"{self.serial}: the ADB Keyboard did not become the active "
+                                  f"input method within {IME_SWITCH_TIMEOUT_S:g}s of `ime set`")
+            time.sleep(0.1)
+        time.sleep(IME_START_S)
 
     def _with_adb_keyboard(self, broadcast: str) -> None:
         """One ADB Keyboard broadcast, with the user's keyboard put back after it, as
@@ -356,6 +399,7 @@ class AdbDevice:
         switch = user != ADB_KEYBOARD
         if switch:
             self._shell(f"ime set {ADB_KEYBOARD}")
+            self._wait_ime_active()
         try:
             self._shell(broadcast)
         finally:
@@ -396,10 +440,40 @@ class AdbDevice:
 
     # -- apps ----------------------------------------------------------------------------
 
+    def _start_app(self, package: str) -> None:
+        """The launcher activity, resolved, then ``am start -n`` (which prints its errors
+        and exits 0); ``monkey --pct-syskeys 0`` where it cannot be resolved (before
+        Android 7), since plain monkey exits 251 on phones without hardware keys."""
+        resolved = self._dev.shell2(f"cmd package resolve-activity --brief -a {MAIN_ACTION} "
+                                    f"-c {LAUNCHER_CATEGORY} {package}",
+                                    timeout=self.timeout_s, rstrip=True, v2=True)
+        component = launcher_component(resolved.output or "") if resolved.returncode == 0 \
+            else None
+        if component is not None and component.startswith(package + "/"):
+            out = self._shell(f"am start -n {component}")
+            failure = shell_failure(out, 0)
+            if failure is not None:
+                raise DeviceError(f"{self.serial}: {failure.line} [{failure.kind}] {failure.hint}",
+                                  failure)
+            return
+        self._shell(f"monkey --pct-syskeys 0 -p {package} -c {LAUNCHER_CATEGORY} 1")
+
     async def start_app(self, package: str) -> None:
         if not re.fullmatch(r"[A-Za-z0-9_]+(\.[A-Za-z0-9_]+)+", package):
             raise DeviceError(f"{self.serial}: {package!r} is not a package name")
-        await self.shell(f"monkey -p {package} -c android.intent.category.LAUNCHER 1")
+        await self._call("start app", lambda: self._start_app(package))
+
+    def _home_package(self) -> str | None:
+        out = self._dev.shell2(f"cmd package resolve-activity --brief -a {MAIN_ACTION} "
+                               f"-c {HOME_CATEGORY}", timeout=self.timeout_s, rstrip=True,
+                               v2=True)
+        component = launcher_component(out.output or "") if out.returncode == 0 else None
+        return component.split("/")[0] if component else None
+
+    async def home_package(self) -> str | None:
+        """The launcher HOME resolves to (``com.miui.home``, ``com.sec.android.app.launcher``,
+        ...), None where the phone cannot say (before Android 7)."""
+        return await self._call("resolve home", self._home_package)
 
     async def list_packages(self) -> list[str]:
         """The installed packages, as ``pm list packages`` names them."""
