@@ -10,7 +10,7 @@ time. A name found nowhere fails with the closest labels read, for the model to 
 ``Page up/down`` and ``Swipe`` are swipes in the middle of the screen, ``Back`` and ``Exit`` key events. Sensitive operations are recognised here
 (``is_sensitive``); the approval wait itself is the episode's, which owns the control inbox.
 
-``ActuatorActor`` is one device's engine; ``ActuatorService`` is the host-level actor on
+``ActuatorEngine`` is one device's engine; ``ActuatorService`` is the host-level actor on
 the bus: it answers each ``ActRequest`` (``devices/{serial}/requests/act_request``) with an
 ``ActionDone`` carrying the request id (``ok=False`` with the reason when the operation could
 not be done). It is the one producer of ``ActionDone``: an operation the planner settled
@@ -27,13 +27,14 @@ import re
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 import anyio
 
 from actors.app_names import best_label, closest, norm, package_words, packages_named
 from actors.rpc import (
-    DeviceEntry,
-    DeviceRegistry,
+    Entries,
+    Registered,
     RequestError,
     Requests,
     ServiceActor,
@@ -94,7 +95,7 @@ def is_sensitive(op: Operation, patterns: Sequence[str]) -> str | None:
     return None
 
 
-class ActuatorActor:
+class ActuatorEngine:
     name = "actuator"
 
     def __init__(
@@ -288,20 +289,26 @@ class ActuatorActor:
                 if 1 < len(t) <= 24 and not re.search(r"\d{1,2}[:°]|\bpage\b", t, re.I)]
 
 
-class ActuatorService(ServiceActor):
+class ActuatorEntry(Registered, Protocol):
+    """What the actuator uses of a registered phone."""
+
+    actuator: ActuatorEngine
+
+
+class ActuatorService(ServiceActor[ActuatorEntry]):
     """Host-level: answers ``ActRequest`` with ``ActionDone`` from the device's engine."""
 
     name = "actuator"
     kinds = (ActRequest,)
     serve_timeout_s = 90.0
 
-    def __init__(self, bus: Publisher, registry: DeviceRegistry, requests: Requests, *,
+    def __init__(self, bus: Publisher, registry: Entries[ActuatorEntry], requests: Requests, *,
                  frame_timeout_s: float, concurrency: int | None = None) -> None:
         super().__init__(bus, registry, concurrency=concurrency)
         self.requests = requests  # the launcher fallback's frames come from the capture service
         self.frame_timeout_s = frame_timeout_s
 
-    async def serve(self, entry: DeviceEntry, req: Msg) -> Msg:
+    async def serve(self, entry: ActuatorEntry, req: Msg) -> Msg:
         assert isinstance(req, ActRequest)
         op = req.operation
         if req.settled is not None:  # the planner settled it without the phone: record only

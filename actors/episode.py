@@ -65,7 +65,7 @@ import structlog
 from actors.actuator import ActionFailed, is_sensitive
 from actors.config import AgentSettings, episode_settings
 from actors.loop_guard import LoopGuard
-from actors.perception import PerceptionActor, candidate_point
+from actors.perception import PerceptionEngine, candidate_point
 from actors.planner import ActionJudge, Decision, Policy, ProgressPlanner, StepContext
 from actors.rpc import RequestError, new_request_id
 from actors.services import AgentServices
@@ -187,7 +187,7 @@ class DeviceAgent(Actor):
         device: Device,
         *,
         settings: AgentSettings,
-        perception: PerceptionActor | None,
+        perception: PerceptionEngine | None,
         policy_for: PolicyFactory,
         host: str = "",
         publish_timeout_s: float = 15.0,

@@ -15,7 +15,7 @@ changed over more than half its height) to the grounding that needs it, so a ste
 plan reads no text costs no whole-frame OCR; band re-reads of a frame that changed little
 are still done ahead.
 
-``PerceptionActor`` is the engine; ``PerceptionService`` is the host-level actor on the bus.
+``PerceptionEngine`` is the engine; ``PerceptionService`` is the host-level actor on the bus.
 It answers each ``GroundRequest`` (``devices/{serial}/requests/ground_request``) with
 ``Grounded`` | ``Ambiguous`` | ``NotFound`` carrying the request id, and starts the
 speculative OCR itself when it sees a new episode ``Frame`` event (when the device's
@@ -29,16 +29,17 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 import anyio
 import msgspec
 import structlog
 
 from actors.capture import Captured
+from actors.config import AgentSettings
 from actors.frames import FrameStore
 from actors.priority import PriorityPool
-from actors.rpc import DeviceEntry, DeviceRegistry, ServiceActor
+from actors.rpc import Entries, Registered, ServiceActor
 from models.grounding import Ambiguous as GAmbiguous
 from models.grounding import Grounded as GGrounded
 from models.grounding import GroundResult, Perception, PerceptionSettings
@@ -105,7 +106,7 @@ class PerceptionMeter:
         self.ground_s.append(seconds)
 
 
-class PerceptionActor:
+class PerceptionEngine:
     """Shared per host: ``ground`` answers a GroundRequest, ``speculate`` pre-reads a frame."""
 
     name = "perception"
@@ -265,14 +266,21 @@ def candidate_point(amb: Ambiguous, index: int) -> tuple[int, int] | None:
     return None
 
 
-class PerceptionService(ServiceActor):
+class PerceptionEntry(Registered, Protocol):
+    """What perception uses of a registered phone."""
+
+    settings: AgentSettings
+    latest_frame: str
+
+
+class PerceptionService(ServiceActor[PerceptionEntry]):
     """Host-level: answers ``GroundRequest``; speculative OCR on each new episode frame."""
 
     name = "perception"
     kinds = (GroundRequest,)
 
-    def __init__(self, bus: Publisher, registry: DeviceRegistry, frames: FrameStore,
-                 engine: PerceptionActor, *, concurrency: int | None = None,
+    def __init__(self, bus: Publisher, registry: Entries[PerceptionEntry], frames: FrameStore,
+                 engine: PerceptionEngine, *, concurrency: int | None = None,
                  max_speculating: int = 4) -> None:
         super().__init__(bus, registry, concurrency=concurrency)
         self.inbox = (topics.device_requests_filter(None), topics.device_events_filter(None))
@@ -307,7 +315,7 @@ class PerceptionService(ServiceActor):
         self.speculating += 1
         self._tg.start_soon(self._speculate, entry, frame)
 
-    async def _speculate(self, entry: DeviceEntry, frame: Frame) -> None:
+    async def _speculate(self, entry: PerceptionEntry, frame: Frame) -> None:
         try:
             if entry.latest_frame and entry.latest_frame != frame.frame_id:
                 self.skipped += 1
@@ -322,7 +330,7 @@ class PerceptionService(ServiceActor):
         finally:
             self.speculating -= 1
 
-    async def serve(self, entry: DeviceEntry, req: Msg) -> Msg:
+    async def serve(self, entry: PerceptionEntry, req: Msg) -> Msg:
         assert isinstance(req, GroundRequest)
         frame, rgb = await self.frames.rgb(req.frame_id, req.device)
         return await self.engine.ground(req, Captured(frame, rgb, 0.0, 0.0))

@@ -17,7 +17,7 @@ the planner's next prompt.
 The loop guard (the same operation chosen on one frame again and again) is the planner's,
 ``actors/loop_guard.py``: it is judged before anything is executed.
 
-``ReflectorActor`` holds the checks and one episode's memory (screens seen). The service is
+``ReflectorEngine`` holds the checks and one episode's memory (screens seen). The service is
 the one producer of ``Reflection``: a verdict the planner reached itself (loop guard,
 completion check, unusable reply, LLM judge) comes as a ``ReflectRequest`` with ``given``
 and is published as it says (``source`` names who judged), nothing compared.
@@ -34,13 +34,15 @@ from __future__ import annotations
 import hashlib
 from collections import Counter
 from dataclasses import dataclass
+from typing import Protocol
 
 import anyio
 import numpy as np
 
 from actors.capture import Captured
 from actors.frames import FrameStore
-from actors.rpc import DeviceEntry, DeviceRegistry, ServiceActor
+from actors.rpc import Entries, Registered, ServiceActor
+from devices.adb import Device
 from protocol.messages import Msg, Reflection, ReflectRequest
 from protocol.operations import (
     GROUNDED_OPS,
@@ -109,7 +111,7 @@ class Verdict:
     unsure: bool = False
 
 
-class ReflectorActor:
+class ReflectorEngine:
     name = "reflector"
 
     def __init__(self, *, revisit_guard: int = 4,
@@ -155,19 +157,27 @@ class ReflectorActor:
         return Verdict("ok", f"{n} pixels changed", unsure=isinstance(op, TAPS))
 
 
-class ReflectorService(ServiceActor):
+class ReflectorEntry(Registered, Protocol):
+    """What the reflector uses of a registered phone."""
+
+    device: Device
+    reflector: ReflectorEngine
+    episode_id: str
+
+
+class ReflectorService(ServiceActor[ReflectorEntry]):
     """Host-level: answers ``ReflectRequest`` with a ``Reflection`` (and the app after)."""
 
     name = "reflector"
     kinds = (ReflectRequest,)
     serve_timeout_s = 45.0
 
-    def __init__(self, bus: Publisher, registry: DeviceRegistry, frames: FrameStore, *,
+    def __init__(self, bus: Publisher, registry: Entries[ReflectorEntry], frames: FrameStore, *,
                  concurrency: int | None = None) -> None:
         super().__init__(bus, registry, concurrency=concurrency)
         self.frames = frames
 
-    async def serve(self, entry: DeviceEntry, req: Msg) -> Msg:
+    async def serve(self, entry: ReflectorEntry, req: Msg) -> Msg:
         assert isinstance(req, ReflectRequest)
         if entry.episode_id != req.episode_id:
             entry.reflector.reset()  # its memory (screens seen) is per episode

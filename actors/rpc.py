@@ -30,8 +30,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, TypeVar
+from typing import Generic, Protocol, TypeVar
 
 import anyio
 import msgspec
@@ -44,13 +43,6 @@ from runtime import topics
 from runtime.actor import Actor, Envelope, Publisher, Router
 from runtime.dedupe import SeenIds
 from runtime.errors import MobagentError
-
-if TYPE_CHECKING:
-    from actors.actuator import ActuatorActor
-    from actors.capture import CaptureActor
-    from actors.config import AgentSettings
-    from actors.reflector import ReflectorActor
-    from devices.adb import Device
 
 log = structlog.get_logger(__name__)
 
@@ -76,33 +68,37 @@ class RequestTimeout(RequestError):
 # ---- the phones this host serves -------------------------------------------------------
 
 
-@dataclass
-class DeviceEntry:
-    """One phone as the services see it: the device and its per-device engines."""
+class Registered(Protocol):
+    """What the registry needs of a phone's entry; each service names the rest it uses
+    (``actors/services.py`` builds the entries, with every engine)."""
 
-    serial: str
-    device: Device
-    settings: AgentSettings
-    capture: CaptureActor
-    actuator: ActuatorActor
-    reflector: ReflectorActor
-    episode_id: str = ""  # the episode the reflector's per-episode memory belongs to
-    latest_frame: str = ""  # the newest frame id (speculative OCR skips older ones)
+    @property
+    def serial(self) -> str: ...
 
 
-class DeviceRegistry:
-    """Serial -> ``DeviceEntry``; agents register (and re-register on hot-plug) at run time."""
+E = TypeVar("E", bound=Registered)
+E_co = TypeVar("E_co", bound=Registered, covariant=True)
+
+
+class Entries(Protocol[E_co]):
+    """A service's view of the registry: look a phone up."""
+
+    def get(self, serial: str) -> E_co | None: ...
+
+
+class DeviceRegistry(Generic[E]):
+    """Serial -> entry; agents register (and re-register on hot-plug) at run time."""
 
     def __init__(self) -> None:
-        self._entries: dict[str, DeviceEntry] = {}
+        self._entries: dict[str, E] = {}
 
-    def put(self, entry: DeviceEntry) -> None:
+    def put(self, entry: E) -> None:
         self._entries[entry.serial] = entry
 
-    def get(self, serial: str) -> DeviceEntry | None:
+    def get(self, serial: str) -> E | None:
         return self._entries.get(serial)
 
-    def remove(self, serial: str, entry: DeviceEntry | None = None) -> None:
+    def remove(self, serial: str, entry: E | None = None) -> None:
         if entry is None or self._entries.get(serial) is entry:
             self._entries.pop(serial, None)
 
@@ -223,15 +219,16 @@ def answer(reply: M, req: Msg) -> M:
         trace_id=req.trace_id, span_id=req.span_id)
 
 
-class ServiceActor(Actor):
-    """A host-level service: requests of ``kinds`` for registered devices, concurrently."""
+class ServiceActor(Actor, Generic[E]):
+    """A host-level service: requests of ``kinds`` for registered devices, concurrently;
+    ``E`` is what it needs of a registered phone (its entry)."""
 
     kinds: tuple[type[Msg], ...] = ()
     concurrency: int = 16
     publish_timeout_s: float = 15.0
     serve_timeout_s: float = 60.0  # a request that runs longer is answered with an Error
 
-    def __init__(self, bus: Publisher, registry: DeviceRegistry, *,
+    def __init__(self, bus: Publisher, registry: Entries[E], *,
                  concurrency: int | None = None) -> None:
         super().__init__(bus)
         self.registry = registry
@@ -305,7 +302,7 @@ class ServiceActor(Actor):
         self.served += 1
         await self.reply(answer(reply, msg))
 
-    async def serve(self, entry: DeviceEntry, req: Msg) -> Msg:
+    async def serve(self, entry: E, req: Msg) -> Msg:
         raise NotImplementedError
 
     async def reply(self, msg: Msg) -> None:
