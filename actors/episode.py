@@ -18,7 +18,7 @@ with the reason). Each step, for device ``d``:
    foreground app); perception sees the ``Frame`` event and starts speculative OCR on it;
 2. the policy (``actors/planner.py``) decides -> ``LlmUsage`` per call, ``Plan``;
 3. a target to tap -> ``GroundRequest`` -> perception -> ``Grounded`` | ``Ambiguous`` (one
-   chooser call here, published as the planner's ``Choice``) | ``NotFound`` (feedback for
+   chooser call here, published as the planner's ``Chosen``) | ``NotFound`` (feedback for
    the next prompt, nothing executed);
 4. sensitive operations wait for ``Approve`` on the control topic when approval is on;
    ``Ask`` publishes a ``Question`` there and waits for an ``Answer``;
@@ -93,7 +93,7 @@ from protocol.messages import (
     Answer,
     Approve,
     Cancel,
-    Choice,
+    Chosen,
     DeviceStatus,
     EpisodeFinished,
     EpisodeStarted,
@@ -840,7 +840,7 @@ class _Episode:
             pt = candidate_point(ans, choice.index) if choice.index is not None else None
             box = next((c.box for c in ans.candidates if c.index == choice.index), None)
             # The planner's own kind: Grounded / NotFound stay perception's.
-            await self.send(Choice(frame_id=before.frame_id, query=target,
+            await self.send(Chosen(frame_id=before.frame_id, query=target,
                                    index=choice.index if pt is not None else None,
                                    x=pt[0] if pt else None, y=pt[1] if pt else None,
                                    box=box if pt is not None else None))

@@ -43,7 +43,7 @@ from actors.capture import Captured
 from actors.frames import FrameStore
 from actors.rpc import Entries, Registered, ServiceActor
 from devices.adb import Device
-from protocol.messages import Msg, Reflection, ReflectRequest
+from protocol.messages import Msg, Reflection, ReflectRequest, Verdict
 from protocol.operations import (
     GROUNDED_OPS,
     Back,
@@ -102,8 +102,10 @@ def screen_key(rgb: np.ndarray) -> str:
 
 
 @dataclass(frozen=True)
-class Verdict:
-    verdict: str  # ok | unchanged | wrong_page
+class PixelVerdict:
+    """What the pixel checks conclude about one step (a ``Reflection`` carries it)."""
+
+    verdict: Verdict  # ok | unchanged | wrong_page
     reason: str = ""
     # Pixels cannot say whether the action did what was meant: a tap that changed the
     # screen may have opened the wrong page, and a revisited screen may be a fine detour.
@@ -126,7 +128,7 @@ class ReflectorEngine:
     async def reflect(
         self, before: Captured, after: Captured, op: Operation, *,
         app_before: str = "", app_after: str = "",
-    ) -> Verdict:
+    ) -> PixelVerdict:
         n, key = await self.measure(before, after)
         return self.judge(n, key, op, app_before=app_before, app_after=app_after)
 
@@ -140,21 +142,21 @@ class ReflectorEngine:
         return await anyio.to_thread.run_sync(work, limiter=self.limiter)
 
     def judge(self, n: int, key: str, op: Operation, *, app_before: str = "",
-              app_after: str = "") -> Verdict:
+              app_after: str = "") -> PixelVerdict:
         """The verdict for a measured step (and the screen counted as seen once more)."""
         self._screens[key] += 1
         if n <= UNCHANGED_MAX_PIXELS and not isinstance(op, Wait):
-            return Verdict("unchanged", f"the screen did not change after "
+            return PixelVerdict("unchanged", f"the screen did not change after "
                                         f"{format_operation(op)} ({n} pixels differ)")
         if (app_before and app_after and app_before != app_after
                 and not isinstance(op, OpenApp | Back | Exit)
                 and any(s in app_after.lower() for s in LAUNCHERS)):
-            return Verdict("wrong_page", f"the app {app_before} was left for the home screen "
+            return PixelVerdict("wrong_page", f"the app {app_before} was left for the home screen "
                                          "unexpectedly")
         if self._screens[key] >= self.revisit_guard:
-            return Verdict("wrong_page", f"this screen has now been seen {self._screens[key]} "
+            return PixelVerdict("wrong_page", f"this screen has now been seen {self._screens[key]} "
                                          "times; the agent may be going in circles", unsure=True)
-        return Verdict("ok", f"{n} pixels changed", unsure=isinstance(op, TAPS))
+        return PixelVerdict("ok", f"{n} pixels changed", unsure=isinstance(op, TAPS))
 
 
 class ReflectorEntry(Registered, Protocol):
@@ -201,5 +203,5 @@ class ReflectorService(ServiceActor[ReflectorEntry]):
                                                    Captured(after_f, after, 0.0, 0.0))
         verdict = entry.reflector.judge(n, key, req.operation, app_before=req.app_before,
                                         app_after=app_after)
-        return Reflection(verdict=verdict.verdict, reason=verdict.reason[:2000],  # type: ignore[arg-type]
+        return Reflection(verdict=verdict.verdict, reason=verdict.reason[:2000],
                           app=app_after, source="pixels", unsure=verdict.unsure)

@@ -247,7 +247,7 @@ class NotFound(Msg, tag="not_found", frozen=True):
     request_id: str = ""  # the request this answers ("" when none)
 
 
-class Choice(Msg, tag="choice", frozen=True):
+class Chosen(Msg, tag="choice", frozen=True):
     """The planner's pick among an ``Ambiguous`` answer's candidates (the chooser call).
 
     The planner's own kind: ``Grounded`` / ``NotFound`` come from perception only.
@@ -351,14 +351,14 @@ class StepTiming(Msg, tag="step_timing", frozen=True):
 
 AGENT_KINDS: Final[tuple[type[Msg], ...]] = (
     FrameRequest, ActRequest, ReflectRequest,
-    Frame, GroundRequest, Grounded, Ambiguous, NotFound, Choice, Plan, ActionDone, Reflection,
+    Frame, GroundRequest, Grounded, Ambiguous, NotFound, Chosen, Plan, ActionDone, Reflection,
     ReadTextRequest, TextRead,
     EpisodeStarted, EpisodeFinished, LlmUsage, StepTiming, NoteKept, Progress, Screen,
 )
 Message: TypeAlias = (
     Instruction | Cancel | Approve | Answer | Steer | Question
     | FrameRequest | ActRequest | ReflectRequest
-    | Frame | GroundRequest | Grounded | Ambiguous | NotFound | Choice | Plan | ActionDone
+    | Frame | GroundRequest | Grounded | Ambiguous | NotFound | Chosen | Plan | ActionDone
     | Reflection | ReadTextRequest | TextRead
     | EpisodeStarted | EpisodeFinished
     | DeviceStatus | HostStatus | Error | LlmUsage | StepTiming | NoteKept | Progress | Screen
@@ -373,7 +373,7 @@ decode_payload = CODEC.decode_payload
 
 __all__ = [
     "AGENT_KINDS", "BINARY_TYPES", "CODEC", "KINDS", "MESSAGE_TYPES", "RUNTIME_KINDS",
-    "ActRequest", "ActionDone", "Ambiguous", "Answer", "Approve", "Box", "Cancel", "Candidate",
+    "ActRequest", "ActionDone", "Ambiguous", "Answer", "Approve", "Box", "Cancel", "Candidate", "Chosen",
     "Codec", "Coord", "DecodeError", "DeviceStatus", "EpisodeFinished", "EpisodeStarted",
     "EpisodeStatus", "Error", "Frame", "FrameRequest", "Given", "GroundRequest", "Grounded",
     "HostStatus", "ImageFormat", "Instruction", "LlmUsage", "Message", "Msg", "NonEmpty",

@@ -14,7 +14,7 @@ from models.llm import ModelPrice, Roles, RoleSettings
 from protocol.messages import (
     ActionDone,
     Ambiguous,
-    Choice,
+    Chosen,
     EpisodeFinished,
     EpisodeStarted,
     Error,
@@ -241,7 +241,7 @@ async def test_not_found_is_feedback_and_ambiguous_is_one_chooser_call(
     assert f"Box {amb[0].candidates[-1].index} close up:" in " ".join(chooser.texts())
     assert amb[0].reason  # perception says why it could not pick, and the chooser hears it
     assert f"Why these boxes: {amb[0].reason}" in " ".join(chooser.texts())
-    chosen = run.of(Choice)  # the planner's kind; Grounded stays perception's
+    chosen = run.of(Chosen)  # the planner's kind; Grounded stays perception's
     assert chosen and chosen[0].index == amb[0].candidates[0].index
     assert (chosen[0].x, chosen[0].y) == amb[0].candidates[0].box.center
     assert not [g for g in run.of(Grounded) if g.step == amb[0].step]

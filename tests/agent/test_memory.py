@@ -15,7 +15,7 @@ from actors.planner import LLMPolicy
 from devices.adb import AdbDevice
 from protocol.messages import (
     ActionDone,
-    Choice,
+    Chosen,
     EpisodeStarted,
     LlmUsage,
     NoteKept,
@@ -158,7 +158,7 @@ async def test_the_chooser_gets_the_thought(
         run = await run_episode(mosquitto, AdbDevice(sim_device.serial), LLMPolicy(llm),
                                 fast_settings(), shared_perception, "Write a note.")
     assert run.outcome is not None and run.outcome.status == "succeeded", run.outcome
-    assert run.of(Choice)
+    assert run.of(Chosen)
     chooser = openai_server.requests[1]
     assert chooser.model == "choose-m"
     assert "THOUGHT-CHOOSE the empty body field" in _text(openai_server, 1)
