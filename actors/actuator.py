@@ -13,9 +13,9 @@ time. A name found nowhere fails with the closest labels read, for the model to 
 ``ActuatorEngine`` is one device's engine; ``ActuatorService`` is the host-level actor on
 the bus: it answers each ``ActRequest`` (``devices/{serial}/requests/act_request``) with an
 ``ActionDone`` carrying the request id (``ok=False`` with the reason when the operation could
-not be done). It is the one producer of ``ActionDone``: an operation the planner settled
+not be done). It is the one producer of ``ActionDone``: an outcome the planner decided
 without the phone (target not found, not approved, an ``Ask`` answered) comes as an
-``ActRequest`` with ``settled`` and is recorded as it says, nothing performed. Its launcher fallback reads the screen like any other asker: a
+``ActRequest`` with ``given`` and is recorded as it says, nothing performed. Its launcher fallback reads the screen like any other asker: a
 ``FrameRequest(purpose="read", ocr=True)`` to the capture service, whose ``Frame`` carries
 the OCR lines (read under the perception engine's worker limit), so there is one capture
 path and no OCR outside that limit.
@@ -311,8 +311,8 @@ class ActuatorService(ServiceActor[ActuatorEntry]):
     async def serve(self, entry: ActuatorEntry, req: Msg) -> Msg:
         assert isinstance(req, ActRequest)
         op = req.operation
-        if req.settled is not None:  # the planner settled it without the phone: record only
-            done = req.settled
+        if req.given is not None:  # the planner decided it without the phone: record only
+            done = req.given
             return ActionDone(operation=op, ok=done.ok, detail=done.detail[:2000],
                               duration_s=done.duration_s)
         point = (req.x, req.y) if req.x is not None and req.y is not None else None

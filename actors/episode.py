@@ -32,7 +32,7 @@ are the planner's own. The planner never calls a device or a model engine itself
 perception, actuation and reflection are reached only through their requests, and each
 event kind has one producer (the planner publishes only its own kinds). What the planner
 settles itself still goes through the owner of the kind: a step it ends without the phone
-(target not found, not approved, an Ask answered) is an ``ActRequest`` with ``settled``,
+(target not found, not approved, an Ask answered) is an ``ActRequest`` with ``given``,
 answered by the actuator's ``ActionDone``; its own verdicts (loop guard, completion check,
 unusable reply, LLM judge) are a ``ReflectRequest`` with ``given``, answered by the
 reflector's ``Reflection``.
@@ -101,7 +101,8 @@ from protocol.messages import (
     Error,
     Frame,
     FrameRequest,
-    Given,
+    GivenOutcome,
+    GivenVerdict,
     Grounded,
     GroundRequest,
     Instruction,
@@ -114,7 +115,6 @@ from protocol.messages import (
     Question,
     Reflection,
     ReflectRequest,
-    Settled,
     Steer,
     StepTiming,
     Verdict,
@@ -489,7 +489,7 @@ class _Episode:
         await self.a.call(self.request(ReflectRequest(
             request_id="-", before_frame_id=before.frame_id,
             after_frame_id=(after or before).frame_id, operation=op,
-            given=Given(verdict=verdict, reason=reason[:2000], source=source))),
+            given=GivenVerdict(verdict=verdict, reason=reason[:2000], source=source))),
             (Reflection,), self.t_reflect)
 
     async def frame(self, step: int, *, app: bool = False) -> Frame:
@@ -546,11 +546,11 @@ class _Episode:
                      before: Frame) -> None:
         """An operation settled without the phone (not found, not approved, an Ask answered),
         published by the actuator service (the one producer of ``ActionDone``) as an
-        ``ActRequest`` with ``settled``: nothing is performed."""
+        ``ActRequest`` with ``given``: nothing is performed."""
         await self.a.call(self.request(ActRequest(
             request_id="-", operation=op, frame_id=before.frame_id, width=before.width,
-            height=before.height, settled=Settled(ok=ok, detail=detail[:2000],
-                                                  duration_s=time.perf_counter() - t0))),
+            height=before.height, given=GivenOutcome(ok=ok, detail=detail[:2000],
+                                                     duration_s=time.perf_counter() - t0))),
             (ActionDone,), self.t_act)
 
     async def loop(self) -> None:
