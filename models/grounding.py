@@ -19,10 +19,9 @@ import re
 import threading
 import unicodedata
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Literal, Protocol, TypeVar
 
-import anyio
 import cv2
 import msgspec
 import numpy as np
@@ -848,27 +847,6 @@ class Perception:
         props = self._proposals_for(bgr, frame_id or frame_hash(bgr))
         return ground_icon_in(bgr, props, description, self.matcher, self.settings.icons, position)
 
-    # Async variants: the work runs in a worker thread, bounded by a timeout. A thread cannot
-    # be interrupted, so on timeout we stop waiting (abandon) and the thread finishes alone.
-    # Pass a `limiter` to bound how many frames are processed at once (one per core is best).
-    async def _off_loop(self, fn: Callable[[], T], timeout_s: float | None,
-                        limiter: anyio.CapacityLimiter | None) -> T:
-        with anyio.fail_after(timeout_s or self.settings.timeout_s):
-            return await anyio.to_thread.run_sync(fn, abandon_on_cancel=True, limiter=limiter)
-
-    async def aread_text(self, image: ImageInput, *, frame_id: str | None = None,
-                         device: str | None = None, timeout_s: float | None = None,
-                         limiter: anyio.CapacityLimiter | None = None) -> OcrResult:
-        return await self._off_loop(
-            lambda: self.read_text(image, frame_id=frame_id, device=device), timeout_s, limiter)
-
-    async def aground_text(self, image: ImageInput, text: str, *, position: str | None = None,
-                           frame_id: str | None = None, device: str | None = None,
-                           timeout_s: float | None = None,
-                           limiter: anyio.CapacityLimiter | None = None) -> GroundResult:
-        return await self._off_loop(lambda: self.ground_text(
-            image, text, position=position, frame_id=frame_id, device=device), timeout_s, limiter)
-
     def ground_point(self, image: ImageInput, point: Point, *, radius: float,
                      frame_id: str | None = None, device: str | None = None) -> Grounded:
         """A model's point checked against the frame's OCR lines and icon boxes
@@ -882,20 +860,6 @@ class Perception:
             icons = [p.box for p in self._proposals_for(bgr, key)]
             snap = snap_point(point, lines, icons, radius)
         return Grounded("", snap.point, snap.box, "", 1.0, snap.source)
-
-    async def aground_point(self, image: ImageInput, point: Point, *, radius: float,
-                            frame_id: str | None = None, device: str | None = None,
-                            timeout_s: float | None = None,
-                            limiter: anyio.CapacityLimiter | None = None) -> Grounded:
-        return await self._off_loop(lambda: self.ground_point(
-            image, point, radius=radius, frame_id=frame_id, device=device), timeout_s, limiter)
-
-    async def aground_icon(self, image: ImageInput, description: str, *,
-                           position: str | None = None, frame_id: str | None = None,
-                           timeout_s: float | None = None,
-                           limiter: anyio.CapacityLimiter | None = None) -> GroundResult:
-        return await self._off_loop(lambda: self.ground_icon(
-            image, description, position=position, frame_id=frame_id), timeout_s, limiter)
 
 
 def _make_matcher(settings: PerceptionSettings,

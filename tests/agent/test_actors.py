@@ -126,8 +126,8 @@ async def test_open_app_by_launcher_ocr(
 
     async def read_screen() -> list[tuple[str, tuple[int, int, int, int]]]:
         c = await cap.capture()
-        res = await shared_perception.perception.aread_text(c.rgb, frame_id=c.frame.sha256)
-        return [(ln.text, tuple(int(v) for v in ln.box)) for ln in res.lines]  # type: ignore[misc]
+        return [(ln.text, (ln.box.left, ln.box.top, ln.box.right, ln.box.bottom))
+                for ln in await shared_perception.read_lines(c)]
 
     first = await cap.capture()
     res = await act.perform(OpenApp("TikTok"), point=None, size=(first.frame.width,

@@ -28,8 +28,8 @@ def _reader(dev: AdbDevice, perception: PerceptionEngine):  # type: ignore[no-un
 
     async def read_screen() -> list[tuple[str, tuple[int, int, int, int]]]:
         c = await cap.capture()
-        res = await perception.perception.aread_text(c.rgb, frame_id=c.frame.sha256)
-        return [(ln.text, tuple(int(v) for v in ln.box)) for ln in res.lines]  # type: ignore[misc]
+        return [(ln.text, (ln.box.left, ln.box.top, ln.box.right, ln.box.bottom))
+                for ln in await perception.read_lines(c)]
 
     return read_screen
 

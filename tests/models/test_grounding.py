@@ -310,35 +310,6 @@ def test_perception_counts_its_ocr_reads_by_device_and_kind(settings_screen: Scr
                               ("phone-1", "unchanged"): 1, ("", "full"): 1}
 
 
-@pytest.mark.anyio
-async def test_async_grounding_runs_off_the_loop(settings_screen: Screen,
-                                                 perception: Perception) -> None:
-    result = await perception.aground_text(settings_screen.image, "Wi-Fi", timeout_s=60)
-    assert isinstance(result, Grounded)
-    assert inside(result.point, settings_screen.boxes["Wi-Fi"][0])
-
-
-@pytest.mark.anyio
-async def test_async_grounding_times_out_and_shares_a_limiter(settings_screen: Screen,
-                                                              ocr_engine: Ocr) -> None:
-    import anyio
-
-    fresh = Perception(ocr=ocr_engine)  # no cached OCR for this frame yet
-    with pytest.raises(TimeoutError):
-        await fresh.aground_text(settings_screen.image, "Wi-Fi", timeout_s=0.001)
-    limiter = anyio.CapacityLimiter(1)
-    results: list[object] = []
-
-    async def one(query: str) -> None:
-        results.append(await fresh.aground_text(settings_screen.image, query, timeout_s=60,
-                                                limiter=limiter, device="phone-1"))
-
-    async with anyio.create_task_group() as tg:
-        for q in ("Wi-Fi", "Bluetooth", "OK"):
-            tg.start_soon(one, q)
-    assert sorted(type(r).__name__ for r in results) == ["Ambiguous", "Grounded", "Grounded"]
-
-
 def test_bad_image_input_is_a_clear_error(perception: Perception) -> None:
     from models.ocr import ImageError
 
