@@ -371,7 +371,34 @@ def match_text(lines: Sequence[OcrLine], query: str,
         return _match_symbols(lines, query), []
     normed = [(ln, *normalize(ln.text)) for ln in lines]
     joined = [(ln, *normalize(ln.text)) for ln in _row_groups(lines, s.merge_row_gap)]
+    exact = _exact_matches(lines, query, q, normed, joined)
+    if exact:
+        return exact, []
+    word_matches = _word_matches(q, normed + joined, s)
+    fuzzy, closest, literal = _fuzzy_matches(q, normed + joined, s)
+    if word_matches:
+        # The word matches lead; fuzzy lines elsewhere are offered after them, for the
+        # planner to choose from, but never make a word match certain.
+        extra_fuzzy = _unique_boxes(word_matches + [
+            msgspec.structs.replace(m, certain=False) for m in fuzzy
+            if m.label not in literal])[len(word_matches):]
+        if extra_fuzzy and word_matches[0].certain:
+            word_matches = [msgspec.structs.replace(word_matches[0], certain=False)]
+        return word_matches + extra_fuzzy, []
+    prefixes = _prefix_matches(lines, q, fuzzy)
+    if prefixes:
+        return prefixes, closest
+    return fuzzy, closest
 
+
+# A line as matched: the line, its normalised text, and the index map ``normalize`` returns.
+Normed = tuple[OcrLine, str, list[int]]
+
+
+def _exact_matches(lines: Sequence[OcrLine], query: str, q: str, normed: list[Normed],
+                   joined: list[Normed]) -> list[TextMatch]:
+    """Lines (or lines joined on a row, or with the OCR confusables folded, or two stacked
+    lines for a two-line query) whose normalised text is the query's, most literal first."""
     exact = [TextMatch(ln.box, ln.text, ln.score, "exact") for ln, n, _ in normed if n == q]
     if not exact:
         exact = [TextMatch(ln.box, ln.text, ln.score, "exact") for ln, n, _ in joined if n == q]
@@ -383,18 +410,23 @@ def match_text(lines: Sequence[OcrLine], query: str,
         stacked = [(ln, normalize(ln.text)[0]) for ln in _column_pairs(lines)]
         exact = [TextMatch(ln.box, ln.text, ln.score, "exact") for ln, n in stacked
                  if fold_confusables(n) == fold_confusables(q)]
-    if exact:
-        # Several exact places: the most literal reading (case, spaces, symbols) first.
-        as_typed = " ".join(query.split())
-        exact.sort(key=lambda m: -similarity(as_typed, " ".join(m.label.split())))
-        return _unique_boxes(exact), []
+    if not exact:
+        return []
+    # Several exact places: the most literal reading (case, spaces, symbols) first.
+    as_typed = " ".join(query.split())
+    exact.sort(key=lambda m: -similarity(as_typed, " ".join(m.label.split())))
+    return _unique_boxes(exact)
 
+
+def _word_matches(q: str, candidates: list[Normed], s: TextMatchSettings) -> list[TextMatch]:
+    """The query found inside lines (the sub-box), the shortest rest of line first; certain
+    only when it is the one place and on word boundaries (see ``match_text``)."""
     inner: list[tuple[bool, int, TextMatch]] = []  # (on word boundaries, extra chars, match)
     # Found as read, else with the OCR confusables folded ("Issues" in "lssues 131"); the fold
     # maps one character to one, so the index map still holds.
-    folded = not any(q in n for _, n, _ in normed + joined)
+    folded = not any(q in n for _, n, _ in candidates)
     fq = fold_confusables(q) if folded else q
-    for ln, n, idx in normed + joined:
+    for ln, n, idx in candidates:
         n = fold_confusables(n) if folded else n
         start = n.find(fq)
         while start >= 0:
@@ -417,10 +449,16 @@ def match_text(lines: Sequence[OcrLine], query: str,
         extra = min(e for e, _ in words)
         if extra <= s.word_extra_frac * len(q) or 0 < s.word_certain_len <= len(q):
             word_matches = [msgspec.structs.replace(word_matches[0], certain=True)]
+    return word_matches
 
+
+def _fuzzy_matches(q: str, candidates: list[Normed],
+                   s: TextMatchSettings) -> tuple[list[TextMatch], list[str], set[str]]:
+    """The lines (or windows of long lines) most similar to the query, the closest texts
+    (for NotFound), and the lines holding the query verbatim (the word stage's)."""
     scored: list[tuple[float, bool, TextMatch]] = []  # (similarity, whole line, match)
     literal: set[str] = set()  # lines holding the query verbatim: judged by the word stage
-    for ln, n, idx in normed + joined:
+    for ln, n, idx in candidates:
         if q in n:
             literal.add(ln.text)
         if not n:
@@ -446,19 +484,14 @@ def match_text(lines: Sequence[OcrLine], query: str,
         fuzzy = _unique_boxes(near)
         if len(fuzzy) == 1 and good[0][1] and top >= s.confident_fuzzy:
             fuzzy = [msgspec.structs.replace(fuzzy[0], certain=True)]
+    return fuzzy, closest, literal
 
-    if word_matches:
-        # The word matches lead; fuzzy lines elsewhere are offered after them, for the
-        # planner to choose from, but never make a word match certain.
-        extra_fuzzy = _unique_boxes(word_matches + [
-            msgspec.structs.replace(m, certain=False) for m in fuzzy
-            if m.label not in literal])[len(word_matches):]
-        if extra_fuzzy and word_matches[0].certain:
-            word_matches = [msgspec.structs.replace(word_matches[0], certain=False)]
-        return word_matches + extra_fuzzy, []
-    # A line the screen cut short with an ellipsis ("yuanshen_..." for "yuanshen_3.0.0.apk"):
-    # its readable part begins the query. It ranks above a fuzzy match, and is certain
-    # only when alone and covering at least half of the query.
+
+def _prefix_matches(lines: Sequence[OcrLine], q: str,
+                    fuzzy: list[TextMatch]) -> list[TextMatch]:
+    """A line the screen cut short with an ellipsis ("yuanshen_..." for "yuanshen_3.0.0.apk"):
+    its readable part begins the query. It ranks above a fuzzy match, and is certain only
+    when alone and covering at least half of the query. [] when no line is cut short so."""
     prefixes: list[TextMatch] = []
     for ln in lines:
         cut = _ELLIPSIS.search(ln.text)
@@ -466,16 +499,13 @@ def match_text(lines: Sequence[OcrLine], query: str,
         if len(p) >= 3 and len(p) < len(q) and fold_confusables(q).startswith(
                 fold_confusables(p)):
             prefixes.append(TextMatch(ln.box, ln.text, len(p) / len(q), "prefix", False))
+    if not prefixes:
+        return []
     prefixes.sort(key=lambda m: -m.score)
-    if prefixes:
-        out = _unique_boxes(prefixes + [msgspec.structs.replace(m, certain=False)
-                                        for m in fuzzy])
-        if len(out) == 1 and out[0].score >= 0.5 and len(normalize(out[0].label)[0]) >= 6:
-            out = [msgspec.structs.replace(out[0], certain=True)]
-        return out, closest
-    if fuzzy:
-        return fuzzy, closest
-    return [], closest
+    out = _unique_boxes(prefixes + [msgspec.structs.replace(m, certain=False) for m in fuzzy])
+    if len(out) == 1 and out[0].score >= 0.5 and len(normalize(out[0].label)[0]) >= 6:
+        out = [msgspec.structs.replace(out[0], certain=True)]
+    return out
 
 
 def _match_symbols(lines: Sequence[OcrLine], query: str) -> list[TextMatch]:
