@@ -40,19 +40,14 @@ from actors.config import AgentSettings
 from actors.frames import FrameStore
 from actors.priority import PriorityPool
 from actors.rpc import Entries, Registered, ServiceActor
-from models.grounding import Ambiguous as GAmbiguous
-from models.grounding import Grounded as GGrounded
-from models.grounding import GroundResult, Perception, PerceptionSettings
+from models.grounding import Perception, PerceptionSettings, pixel_box
 from models.providers import ProviderError
 from protocol.messages import (
     Ambiguous,
-    Box,
-    Candidate,
     Frame,
-    Grounded,
     GroundRequest,
+    GroundResult,
     Msg,
-    NotFound,
     Plan,
     TextLine,
 )
@@ -70,7 +65,6 @@ from runtime.config import ConfigError
 
 log = structlog.get_logger(__name__)
 
-GroundAnswer = Grounded | Ambiguous | NotFound
 T = TypeVar("T")
 
 
@@ -83,10 +77,6 @@ def serve_timeout_for(timeout_s: float) -> float:
     """How long a grounding request may take, for a model call limit of ``timeout_s``: the
     frame's own read it may wait for, then its grounding."""
     return timeout_s * 2 + 5.0
-
-
-def _box(b: tuple[float, float, float, float]) -> Box:
-    return Box(max(0, int(b[0])), max(0, int(b[1])), max(0, int(b[2])), max(0, int(b[3])))
 
 
 class PerceptionMeter:
@@ -160,7 +150,7 @@ class PerceptionEngine:
         async with self.pool.slot(urgent=True):
             res = await self._off_loop(device, lambda: p.read_text(
                 captured.rgb, frame_id=sha, device=device or None))
-        return [TextLine(ln.text, _box(ln.box)) for ln in res.lines]
+        return [TextLine(ln.text, pixel_box(ln.box)) for ln in res.lines]
 
     async def speculate(self, captured: Captured, device: str = "", *,
                         lazy: bool = False) -> bool:
@@ -210,7 +200,7 @@ class PerceptionEngine:
         queued[2].cancel()
         return True
 
-    async def ground(self, req: GroundRequest, captured: Captured) -> GroundAnswer:
+    async def ground(self, req: GroundRequest, captured: Captured) -> GroundResult:
         """The answer to ``req`` on ``captured`` (which must be the frame it names)."""
         op = req.operation
         t0 = time.perf_counter()
@@ -221,24 +211,11 @@ class PerceptionEngine:
         took = time.perf_counter() - t0
         self.meter.add_ground(took)
         log.debug("grounded", op=type(op).__name__, s=round(took, 3))
-        fid = captured.frame_id
-        answer = self._answer(result, fid)
-        return msgspec.structs.replace(answer, device=req.device, episode_id=req.episode_id,
-                                       step=req.step, correlation_id=req.correlation_id)
-
-    @staticmethod
-    def _answer(result: GroundResult, fid: str) -> GroundAnswer:
-        if isinstance(result, GGrounded):
-            return Grounded(frame_id=fid, x=max(0, int(result.point[0])),
-                            y=max(0, int(result.point[1])), box=_box(result.box),
-                            source=result.method, score=float(result.score))
-        if isinstance(result, GAmbiguous):
-            return Ambiguous(
-                frame_id=fid, image_format="jpeg", marked_image=result.marked_jpeg,
-                reason=result.reason[:500],
-                candidates=[Candidate(index=c.number, box=_box(c.box), text=c.label,
-                                      crop=c.crop_png) for c in result.candidates])
-        return NotFound(frame_id=fid, query=result.query, closest=list(result.closest))
+        if isinstance(result, Ambiguous):
+            result = msgspec.structs.replace(result, reason=result.reason[:500])
+        return msgspec.structs.replace(result, frame_id=captured.frame_id, device=req.device,
+                                       episode_id=req.episode_id, step=req.step,
+                                       correlation_id=req.correlation_id)
 
     async def _ground(self, op: Operation, captured: Captured, device: str,
                       radius: float = 24) -> GroundResult:

@@ -1,14 +1,16 @@
 """Grounding: turn `Click text (T)` / `Click icon (description, position)` into a screen point.
 
-The LLM never gives coordinates; this module finds them on a frame and answers with one of:
-- `Grounded`: one confident match, with the point to tap and the evidence box;
+The LLM never gives coordinates; this module finds them on a frame and answers with one of
+the protocol's grounding messages (`protocol.messages.GroundResult`, frame id left to the
+caller):
+- `Grounded`: one confident match, with the point to tap, the evidence box and how it matched;
 - `Ambiguous`: several candidates, or one uncertain one, numbered and drawn on ONE image (plus a
   crop each), for the planner to choose from (or reject) in one LLM call (Mobile-Agent's
-  approach);
+  approach); `reason` says why it could not pick;
 - `NotFound`: nothing matched; `closest` lists what is on screen so the LLM can correct itself.
 
-`Perception` is the facade the perception actor and the benchmark oracle call. It is
-thread-safe, caches per frame hash, and has async variants that run off the event loop.
+`Perception` is the facade the perception engine and the benchmarks call: thread-safe, one
+per host, caching OCR and icon proposals per frame.
 """
 
 from __future__ import annotations
@@ -43,46 +45,24 @@ from models.detector import (
 from models.icons import IconScores
 from models.ocr import ImageInput, Ocr, OcrCache, OcrLine, OcrResult, OcrSettings, to_bgr
 from models.providers import resolve as resolve_providers
+from protocol.messages import Ambiguous, Box, Candidate, Grounded, GroundResult, NotFound
 
-Box = tuple[float, float, float, float]
+# -- results: the protocol's answers (Grounded | Ambiguous | NotFound), frame id left "" -----
+
+Rect = tuple[float, float, float, float]  # a screen rectangle as OCR and detection find it
 Point = tuple[int, int]
 
-# -- results ---------------------------------------------------------------------------------
+
+def pixel_box(rect: Rect) -> Box:
+    """``rect`` as the protocol's ``Box``: whole pixels, none negative."""
+    return Box(max(0, int(rect[0])), max(0, int(rect[1])), max(0, int(rect[2])),
+               max(0, int(rect[3])))
 
 
-class Candidate(msgspec.Struct, frozen=True):
-    number: int  # the number drawn on the marked image (1-based)
-    point: Point
-    box: Box
-    label: str  # the text read there; "" for an icon
-    score: float
-    crop_png: bytes = b""
-
-
-class Grounded(msgspec.Struct, frozen=True, tag="grounded"):
-    query: str
-    point: Point
-    box: Box  # evidence: the line, word or icon box
-    label: str  # the text read there, or the icon that matched
-    score: float
-    method: str  # "exact" | "word" | "fuzzy" | "icon"
-
-
-class Ambiguous(msgspec.Struct, frozen=True, tag="ambiguous"):
-    query: str
-    candidates: tuple[Candidate, ...]
-    marked_jpeg: bytes  # the frame with every candidate boxed and numbered
-    method: str
-    reason: str = ""
-
-
-class NotFound(msgspec.Struct, frozen=True, tag="not_found"):
-    query: str
-    reason: str
-    closest: tuple[str, ...] = ()
-
-
-GroundResult = Grounded | Ambiguous | NotFound
+def grounded(rect: Rect, point: Point, source: str, score: float = 1.0) -> Grounded:
+    """The answer for one confident target (the frame id is the caller's to fill in)."""
+    return Grounded(frame_id="", x=max(0, int(point[0])), y=max(0, int(point[1])),
+                    box=pixel_box(rect), source=source, score=float(score))
 
 
 # -- settings --------------------------------------------------------------------------------
@@ -233,7 +213,7 @@ def _font(size: int) -> ImageFont.FreeTypeFont | ImageFont.ImageFont:
     return ImageFont.load_default()
 
 
-def mark_candidates(rgb: np.ndarray, boxes: Sequence[Box], quality: int = 85) -> bytes:
+def mark_candidates(rgb: np.ndarray, boxes: Sequence[Rect], quality: int = 85) -> bytes:
     """The frame as JPEG with each box outlined and numbered 1..n."""
     img = Image.fromarray(rgb)
     draw = ImageDraw.Draw(img)
@@ -256,7 +236,7 @@ def mark_candidates(rgb: np.ndarray, boxes: Sequence[Box], quality: int = 85) ->
     return encode_jpeg(np.asarray(img), quality)
 
 
-def crop_png(rgb: np.ndarray, box: Box, pad_frac: float = 0.15) -> bytes:
+def crop_png(rgb: np.ndarray, box: Rect, pad_frac: float = 0.15) -> bytes:
     h, w = rgb.shape[:2]
     x1, y1, x2, y2 = box
     px, py = (x2 - x1) * pad_frac + 4, (y2 - y1) * pad_frac + 4
@@ -267,7 +247,7 @@ def crop_png(rgb: np.ndarray, box: Box, pad_frac: float = 0.15) -> bytes:
     return encode_png(rgb[ya:yb, xa:xb])
 
 
-def box_center(box: Box) -> Point:
+def box_center(box: Rect) -> Point:
     return (int(round((box[0] + box[2]) / 2)), int(round((box[1] + box[3]) / 2)))
 
 
@@ -275,7 +255,7 @@ def box_center(box: Box) -> Point:
 
 
 class TextMatch(msgspec.Struct, frozen=True):
-    box: Box
+    box: Rect
     label: str
     score: float
     method: str
@@ -301,7 +281,7 @@ def _row_groups(lines: Sequence[OcrLine], gap: float) -> list[OcrLine]:
                 used[j] = True
         if len(row) > 1:
             text = " ".join(r.text for r in row)
-            chars: list[Box] = []
+            chars: list[Rect] = []
             if all(r.char_boxes for r in row):
                 for k, r in enumerate(row):
                     chars.extend(r.char_boxes)
@@ -551,7 +531,7 @@ def ground_text_in(ocr: OcrResult, rgb: np.ndarray | None, query: str,
     """Ground `query` on an OCR result; `rgb` (the frame) is needed to draw Ambiguous marks."""
     s = settings or TextMatchSettings()
     if not query or not (normalize(query)[0] or normalize_symbols(query)[0]):
-        return NotFound(query=query, reason="the text to find is empty")
+        return NotFound(frame_id="", query=query)
     lines: Sequence[OcrLine] = ocr.lines
     if position:
         (x0, x1), (y0, y1) = position_region(position)
@@ -562,13 +542,11 @@ def ground_text_in(ocr: OcrResult, rgb: np.ndarray | None, query: str,
                  and y0 <= (ln.center[1] - top) / tall <= y1]
     matches, closest = match_text(lines, query, s)
     if not matches:
-        reason = "no text on screen" if not ocr.lines else "no text on screen matches"
-        return NotFound(query=query, reason=reason,
-                        closest=tuple(closest or [ln.text for ln in ocr.lines[: s.closest]]))
+        return NotFound(frame_id="", query=query,
+                        closest=closest or [ln.text for ln in ocr.lines[: s.closest]])
     if len(matches) == 1 and matches[0].certain:
         m = matches[0]
-        return Grounded(query=query, point=box_center(m.box), box=m.box, label=m.label,
-                        score=m.score, method=m.method)
+        return grounded(m.box, box_center(m.box), m.method, m.score)
     shown = matches[: s.max_candidates]
     more = f"; showing {len(shown)}" if len(shown) < len(matches) else ""
     if shown[0].method == "exact":
@@ -581,18 +559,18 @@ def ground_text_in(ocr: OcrResult, rgb: np.ndarray | None, query: str,
         reason = (f"no exact match, only {len(matches)} uncertain candidate"
                   f"{'s' if len(matches) > 1 else ''} ({kinds}){order}{more}: confirm one, "
                   "or none")
-    return _ambiguous(query, rgb, [(m.box, m.label, m.score) for m in shown], shown[0].method,
-                      reason)
+    return _ambiguous(rgb, [(m.box, m.label) for m in shown], reason)
 
 
-def _ambiguous(query: str, rgb: np.ndarray | None, items: Sequence[tuple[Box, str, float]],
-               method: str, reason: str) -> Ambiguous:
-    cands = tuple(
-        Candidate(number=i + 1, point=box_center(box), box=box, label=label, score=score,
-                  crop_png=crop_png(rgb, box) if rgb is not None else b"")
-        for i, (box, label, score) in enumerate(items))
-    marked = mark_candidates(rgb, [c.box for c in cands]) if rgb is not None else b""
-    return Ambiguous(query=query, candidates=cands, marked_jpeg=marked, method=method,
+def _ambiguous(rgb: np.ndarray | None, items: Sequence[tuple[Rect, str]],
+               reason: str) -> Ambiguous:
+    """Candidates numbered 1..n, each with its close-up, and the frame with all of them
+    marked (JPEG); without ``rgb``, neither picture."""
+    cands = [Candidate(index=i + 1, box=pixel_box(box), text=label,
+                       crop=crop_png(rgb, box) if rgb is not None else b"")
+             for i, (box, label) in enumerate(items)]
+    marked = mark_candidates(rgb, [box for box, _ in items]) if rgb is not None else b""
+    return Ambiguous(frame_id="", candidates=cands, marked_image=marked, image_format="jpeg",
                      reason=reason)
 
 
@@ -602,7 +580,7 @@ def _ambiguous(query: str, rgb: np.ndarray | None, items: Sequence[tuple[Box, st
 class IconMatcher(Protocol):
     """Judges proposal boxes against a description; None when it cannot judge it at all."""
 
-    def judge(self, bgr: np.ndarray, boxes: Sequence[Box], description: str) -> IconScores | None: ...
+    def judge(self, bgr: np.ndarray, boxes: Sequence[Rect], description: str) -> IconScores | None: ...
 
 
 def icon_candidates(bgr: np.ndarray, proposals: Sequence[Proposal], settings: IconSettings,
@@ -632,15 +610,15 @@ def ground_icon_in(bgr: np.ndarray, proposals: Sequence[Proposal], description: 
     s = settings or IconSettings()
     props, note = icon_candidates(bgr, proposals, s, position)
     if not props:
-        return NotFound(query=description, reason="no icon-like boxes on screen")
+        return NotFound(frame_id="", query=description)
     props = sorted(props, key=lambda p: -p.score)[: max(1, s.max_match)]
     rgb = cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB) if draw else None
     boxes = [p.box for p in props]
     judged = matcher.judge(bgr, boxes, description) if matcher is not None else None
     if judged is None:
         top = list(range(min(s.top_k, len(props))))
-        return _ambiguous(description, rgb, [(boxes[i], "", props[i].score) for i in top],
-                          "icon", note + "no matcher can judge this description; pick one")
+        return _ambiguous(rgb, [(boxes[i], "") for i in top],
+                          note + "no matcher can judge this description; pick one")
     scores, margins = judged.scores, judged.margins
     # Nested boxes around one icon (glyph, ripple, button) are one place: keep the best-scored
     # box of each place, so the runner-up is a different place on screen.
@@ -655,8 +633,7 @@ def ground_icon_in(bgr: np.ndarray, proposals: Sequence[Proposal], description: 
     i = order[0]
     unlike = margins is not None and margins[i] < s.rival_margin
     if best >= s.min_score and best - second >= s.margin and not unlike:
-        return Grounded(query=description, point=box_center(boxes[i]), box=boxes[i],
-                        label=description, score=float(best), method="icon")
+        return grounded(boxes[i], box_center(boxes[i]), "icon", best)
     top = order[: s.top_k]
     why = f"no confident icon match (best {best:.2f}, next {second:.2f})"
     if unlike:
@@ -665,15 +642,14 @@ def ground_icon_in(bgr: np.ndarray, proposals: Sequence[Proposal], description: 
         why = (f"no icon here clearly looks like {description!r}: the best match ({best:.2f}) "
                f"looks {alike} like {rival!r}; pick one only if it fits, else none")
     # No label: a score is not text the planner could read in the box (the reason has it).
-    return _ambiguous(description, rgb, [(boxes[i], "", float(scores[i])) for i in top], "icon",
-                      note + why)
+    return _ambiguous(rgb, [(boxes[i], "") for i in top], note + why)
 
 
-def _contains(box: Box, point: Point) -> bool:
+def _contains(box: Rect, point: Point) -> bool:
     return box[0] <= point[0] <= box[2] and box[1] <= point[1] <= box[3]
 
 
-def _gap(box: Box, point: Point) -> float:
+def _gap(box: Rect, point: Point) -> float:
     """Distance from ``point`` to ``box`` (0 inside it)."""
     dx = max(box[0] - point[0], 0.0, point[0] - box[2])
     dy = max(box[1] - point[1], 0.0, point[1] - box[3])
@@ -682,11 +658,11 @@ def _gap(box: Box, point: Point) -> float:
 
 class Snap(msgspec.Struct, frozen=True):
     point: Point
-    box: Box  # the element it is in or snapped to; the point itself when none
+    box: Rect  # the element it is in or snapped to; the point itself when none
     source: str  # "ocr" | "icon" (inside one, kept) | "snapped" | "model" (used as given)
 
 
-def snap_point(point: Point, ocr_boxes: Sequence[Box], icon_boxes: Sequence[Box],
+def snap_point(point: Point, ocr_boxes: Sequence[Rect], icon_boxes: Sequence[Rect],
                radius: float) -> Snap:
     """Hybrid grounding of a model's point against what perception sees.
 
@@ -697,12 +673,12 @@ def snap_point(point: Point, ocr_boxes: Sequence[Box], icon_boxes: Sequence[Box]
     several elements that near, the point is used as given: guessing between two would be
     perception overriding the model without evidence."""
     x, y = point
-    here: Box = (float(x), float(y), float(x), float(y))
+    here: Rect = (float(x), float(y), float(x), float(y))
     for boxes, source in ((ocr_boxes, "ocr"), (icon_boxes, "icon")):
         for b in boxes:
             if _contains(b, point):
                 return Snap(point, b, source)
-    near: list[Box] = []
+    near: list[Rect] = []
     for b in (*ocr_boxes, *icon_boxes):
         # The detector also proposes text regions and nested boxes: a box that holds the
         # centre of one already counted (or whose centre it holds) is the same element.
@@ -889,7 +865,7 @@ class Perception:
         if snap.source == "model":
             icons = [p.box for p in self._proposals_for(bgr, key)]
             snap = snap_point(point, lines, icons, radius)
-        return Grounded("", snap.point, snap.box, "", 1.0, snap.source)
+        return grounded(snap.box, snap.point, snap.source)
 
 
 def _make_matcher(settings: PerceptionSettings,

@@ -219,6 +219,11 @@ class Grounded(Msg, tag="grounded", frozen=True):
     score: float = 1.0
     request_id: str = ""  # the request this answers ("" when none)
 
+    @property
+    def point(self) -> tuple[int, int]:
+        """The point to tap."""
+        return self.x, self.y
+
 
 class Candidate(msgspec.Struct, frozen=True):
     index: int
@@ -245,6 +250,10 @@ class NotFound(Msg, tag="not_found", frozen=True):
     query: str
     closest: list[str] = []
     request_id: str = ""  # the request this answers ("" when none)
+
+
+# What grounding answers (models/grounding.py makes them, perception sends them).
+GroundResult: TypeAlias = Grounded | Ambiguous | NotFound
 
 
 class Chosen(Msg, tag="choice", frozen=True):
@@ -375,7 +384,7 @@ __all__ = [
     "AGENT_KINDS", "BINARY_TYPES", "CODEC", "KINDS", "MESSAGE_TYPES", "RUNTIME_KINDS",
     "ActRequest", "ActionDone", "Ambiguous", "Answer", "Approve", "Box", "Cancel", "Candidate", "Chosen",
     "Codec", "Coord", "DecodeError", "DeviceStatus", "EpisodeFinished", "EpisodeStarted",
-    "EpisodeStatus", "Error", "Frame", "FrameRequest", "GivenOutcome", "GivenVerdict", "GroundRequest", "Grounded",
+    "EpisodeStatus", "Error", "Frame", "FrameRequest", "GivenOutcome", "GivenVerdict", "GroundRequest", "GroundResult", "Grounded",
     "HostStatus", "ImageFormat", "Instruction", "LlmUsage", "Message", "Msg", "NonEmpty",
     "NoteKept", "NotFound", "Plan", "Progress",
     "Question", "ReadTextRequest", "ReflectRequest", "Reflection", "Rejected", "Steer",
