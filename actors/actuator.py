@@ -1,24 +1,18 @@
-"""The actuator actor: an operation (with its grounded point) becomes Device calls.
+"""Actuation: operations become ``Device`` calls, and the service that performs them.
 
-``Open app`` resolves the name (``actors/app_names.py``) to an installed package
-(``pm list packages``): the configured package map, the labels it learnt on this phone, or a
-package whose name says it ("com.google.android.youtube" for YouTube), started with
-``monkey -p``. Otherwise it goes home, reads the launcher labels by OCR and taps the icon above
-the best-matching label (fuzzy: cut-short labels and OCR slips match), page by page, then in
-the app drawer (a swipe up), screen by screen; the package that opened is learnt for the next
-time. A name found nowhere fails with the closest labels read, for the model to pick from.
-``Page up/down`` and ``Swipe`` are swipes in the middle of the screen, ``Back`` and ``Exit`` key events. Sensitive operations are recognised here
-(``is_sensitive``); the approval wait itself is the episode's, which owns the control inbox.
+``ActuatorEngine`` (one per phone) performs an operation at its grounded point. ``Open app``
+resolves the name (``actors/app_names.py``) to an installed package (the configured map, the
+labels learnt on this phone, or a package whose name says it) started with ``monkey -p``;
+otherwise it reads the launcher labels by OCR, home page by page and then the app drawer,
+taps the icon above the best-matching label and learns the package that opened. A name
+found nowhere fails with the closest labels read. ``is_sensitive`` recognises operations
+that need approval (the wait itself is the episode's).
 
-``ActuatorEngine`` is one device's engine; ``ActuatorService`` is the host-level actor on
-the bus: it answers each ``ActRequest`` (``devices/{serial}/requests/act_request``) with an
-``ActionDone`` carrying the request id (``ok=False`` with the reason when the operation could
-not be done). It is the one producer of ``ActionDone``: an outcome the planner decided
-without the phone (target not found, not approved, an ``Ask`` answered) comes as an
-``ActRequest`` with ``given`` and is recorded as it says, nothing performed. Its launcher fallback reads the screen like any other asker: a
-``FrameRequest(purpose="read", ocr=True)`` to the capture service, whose ``Frame`` carries
-the OCR lines (read under the perception engine's worker limit), so there is one capture
-path and no OCR outside that limit.
+``ActuatorService`` answers ``ActRequest`` with ``ActionDone`` and is its one producer: an
+outcome the planner decided without the phone (target not found, not approved, an ``Ask``
+answered) comes as an ``ActRequest`` with ``given`` and is recorded as it says, nothing
+performed. The launcher fallback reads the screen through the capture service
+(``FrameRequest(purpose="read", ocr=True)``), so there is one capture path.
 """
 
 from __future__ import annotations

@@ -1,18 +1,15 @@
-"""The capture actor: one device's frames, hashed, flagged and encoded once.
+"""Capture: one phone's screenshots as ``Frame`` messages, and the service that takes them.
 
-A capture takes a screenshot through the ``Device`` (raw path by default, PNG fallback:
-see ``devices/adb.py``), hashes the pixels, flags a frame identical to the previous one
-and an all-black frame (a secure window), and encodes it once (JPEG or PNG, off the loop);
-the same bytes go on the bus as a ``Frame`` and to the LLM.
+``CaptureEngine`` (one per phone) takes a screenshot through the ``Device`` (raw path by
+default, PNG fallback: ``devices/adb.py``), hashes the pixels, flags a frame identical to
+the previous one or all black (a secure window), and encodes it once (JPEG or PNG, off the
+loop); the same bytes go on the bus and to the LLM. ``small_views`` makes the LLM's view and
+the watchers' ``Screen`` from the pixels capture already holds.
 
-``CaptureEngine`` is one device's capture engine. ``CaptureService`` is the host-level actor
-on the bus: it answers each ``FrameRequest`` (``devices/{serial}/requests/frame_request``)
-with a ``Frame`` event carrying the request id, taken by the registered device's engine,
-and keeps the decoded pixels in the host's ``FrameStore`` so perception and the reflector
-never decode that frame again. When the request asks, the ``Frame`` also carries the
-foreground app (read alongside the screenshot) and the frame's OCR lines, read by the
-host's perception engine under its worker limit (the same pool grounding uses), so the
-planner and the actuator's launcher fallback never reach a device or OCR themselves.
+``CaptureService`` answers ``FrameRequest`` with a ``Frame``: it keeps the decoded pixels in
+the host's ``FrameStore`` (so perception and the reflector never decode that frame again)
+and, when asked, adds the foreground app and the OCR lines (read through ``TextReader``,
+under perception's worker limit), so no other service reaches a device or OCR for them.
 """
 
 from __future__ import annotations

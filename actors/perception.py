@@ -1,26 +1,17 @@
-"""The perception actor: grounds ``Click text`` / ``Click icon`` / ``Long press`` targets.
+"""Perception on the bus: grounding requests answered from the host's shared models.
 
-One ``Perception`` (models/grounding.py) serves every device of a host; a pool of
-``workers`` slots bounds how many frames it works on at once (OCR is CPU-bound; more
-threads than cores only queue). Results are cached per frame (Perception caches OCR and
-proposals by frame id), so the speculative OCR started on each new frame while the planner
-waits for the LLM makes the later grounding of that frame nearly free.
+``PerceptionEngine`` wraps one ``models.grounding.Perception`` for every phone of a host,
+behind a pool of ``workers`` slots (OCR is CPU-bound; more threads than cores only queue)
+where grounding goes first (``actors/priority.py``). Results are cached per frame, so the
+speculative OCR started on each new frame while the planner waits for the LLM makes the
+later grounding of that frame nearly free. A speculative read starts only on a free slot
+with no grounding waiting, and one still queued is dropped when a newer frame of its
+phone arrives or the phone's plan needs no text; with ``agent.lazy_ocr`` a whole-frame
+read is left to the grounding that needs it.
 
-The speculative read is background work (``actors/priority.py``): it starts only on a free
-slot with no grounding waiting, a grounding request never queues behind it (and waits for
-it only when it reads that request's own frame), and a read still queued is dropped when a
-newer frame of its phone arrives or the phone's plan for that frame needs no text (Back,
-Type, Open app, ...). With ``agent.lazy_ocr`` it also leaves a whole-frame read (the screen
-changed over more than half its height) to the grounding that needs it, so a step whose
-plan reads no text costs no whole-frame OCR; band re-reads of a frame that changed little
-are still done ahead.
-
-``PerceptionEngine`` is the engine; ``PerceptionService`` is the host-level actor on the bus.
-It answers each ``GroundRequest`` (``devices/{serial}/requests/ground_request``) with
-``Grounded`` | ``Ambiguous`` | ``NotFound`` carrying the request id, and starts the
-speculative OCR itself when it sees a new episode ``Frame`` event (when the device's
-settings ask for it), skipping a frame that a newer one has already replaced. Pixels come
-from the host's ``FrameStore`` (decoded from ``Frame.data`` only when capture ran elsewhere).
+``PerceptionService`` answers ``GroundRequest`` with ``Grounded`` | ``Ambiguous`` |
+``NotFound`` and starts the speculative read itself when it sees a new episode ``Frame``
+(when the phone's settings ask for it). Pixels come from the host's ``FrameStore``.
 """
 
 from __future__ import annotations

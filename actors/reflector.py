@@ -1,32 +1,22 @@
-"""The reflector actor: did the last action do anything, and is the agent on track?
+"""Reflection: did the last action do anything, and is the agent on track?
 
-Deterministic checks, cheapest first, on the frames before and after an action:
+``ReflectorEngine`` (one per phone) holds the pixel checks and one episode's memory of
+screens seen. On the frames before and after an action, cheapest first:
 
 - **unchanged**: the pixel difference outside the status bar (its clock changes on its
   own) is below a few dozen pixels;
-- **wrong_page**: the foreground app changed although the operation should not leave it,
-  or the same screen (masked pixel hash) has been seen ``revisit_guard`` times.
+- **wrong_page**: the foreground app fell back to the launcher although the operation
+  should not leave it, or the same screen (masked, coarsened hash) has been seen
+  ``revisit_guard`` times.
 
-The completion check on ``Stop`` and the LLM judge of ``agent.reflection = "llm" | "both"``
-(Mobile-Agent-v2's reflection agent: before and after screenshots plus the action ->
-correct, wrong page, no effect) are LLM calls the planner makes through its policy; a
-verdict here says ``unsure`` when pixels cannot confirm the action did what was meant (a
-tap that changed the screen; a revisited screen), which is when ``both`` asks the judge. Every verdict becomes a ``Reflection`` event and, when it is not ``ok``, feedback in
-the planner's next prompt.
+A ``PixelVerdict`` says ``unsure`` when pixels cannot confirm the action did what was meant
+(a tap that changed the screen, a revisited screen): then ``agent.reflection = "both"``
+asks the planner's LLM judge. The pixel diff runs in a thread under the host's CPU
+limiter, on OpenCV's ``absdiff`` when available (about 20x the numpy form at 1080x2400).
 
-The loop guard (the same operation chosen on one frame again and again) is the planner's,
-``actors/loop_guard.py``: it is judged before anything is executed.
-
-``ReflectorEngine`` holds the checks and one episode's memory (screens seen). The service is
-the one producer of ``Reflection``: a verdict the planner reached itself (loop guard,
-completion check, unusable reply, LLM judge) comes as a ``ReflectRequest`` with ``given``
-and is published as it says (``source`` names who judged), nothing compared.
-``ReflectorService`` is the host-level actor on the bus: it answers each ``ReflectRequest``
-(``devices/{serial}/requests/reflect_request``, naming the before and after frame ids) with
-a ``Reflection`` carrying the request id and the foreground app it read, using the
-device's engine (reset when a new episode starts) and the frames in the host's
-``FrameStore``. The pixel diff runs in a thread under the host's CPU limiter, on OpenCV's
-``absdiff`` when available (about 20x faster than the numpy form on a 1080x2400 frame).
+``ReflectorService`` answers ``ReflectRequest`` with a ``Reflection`` (and the app read
+after) and is its one producer: a verdict the planner reached itself (loop guard,
+completion check, unusable reply, LLM judge) comes with ``given`` and is published as is.
 """
 
 from __future__ import annotations

@@ -1,29 +1,20 @@
-"""Request/response over the bus, and the host-local state the agent's services share.
+"""Request/response over the bus, generic over the services that answer.
 
-The agent's step actors talk over MQTT: the planner (``actors/episode.py``) publishes a
-request on ``mobagent/v1/devices/{serial}/requests/{kind}`` and awaits the step event that
-carries the same ``request_id`` on ``devices/{serial}/events/{kind}``:
+- ``Requests.call``: publish a request and await the event carrying its ``request_id``, under
+  one deadline (``RequestTimeout``; an ``Error`` reply is ``RequestFailed``), optionally
+  publishing it again while unanswered (``resend_after_s``) for services behind a shared
+  subscription (``actors/perception_remote.py``).
+- ``ReplyRouter``: resolves those waiters by request id (a late or duplicate reply is
+  ignored) and keeps the frames it sees in the ``FrameStore``.
+- ``ServiceActor[E]``: the base of a host-level service. It serves requests of its kinds for
+  the phones in its registry (``E`` is what it needs of a phone's entry: each service names
+  that as a Protocol, ``actors/services.py`` builds the entries), several at once and
+  bounded, drops duplicate request ids and answers a failure with an ``Error``.
+- ``DeviceRegistry[E]``: the phones a host serves, by serial (hot-plug re-registers).
+- ``LoopbackBus``: delivers requests to in-process actors through a ``runtime.actor.Router``
+  instead of a broker (tests, one-off tools); events still go out on the real publisher.
 
-- ``Requests.call``: register a waiter, publish the request, await the reply under
-  ``anyio.fail_after``. An ``Error`` reply raises ``RequestFailed``; no reply in time raises
-  ``RequestTimeout`` (both ``RequestError``), so a step never hangs on a silent actor.
-  With ``resend_after_s`` the same request (same id) is published again after each try
-  that went unanswered, inside that one deadline: for services behind a shared
-  subscription (``actors/perception_remote.py``), where another worker takes the copy.
-- ``ReplyRouter``: a host-level actor on ``devices/+/events/+`` that resolves waiters by
-  request id (a duplicate or late reply is ignored) and keeps the frames it sees in the
-  ``FrameStore`` (what a service on another host published).
-- ``ServiceActor``: the base of the host-level services (capture, perception, actuator,
-  reflector). Its inbox is ``devices/+/requests/+``; it serves requests of its kinds for the
-  devices in its ``DeviceRegistry`` (others belong to another host and are ignored),
-  several at once in a task group it owns, bounded by ``concurrency`` (the inbox is not read
-  further while that many are in flight), drops duplicate request ids (QoS 1 redelivery,
-  overlapping subscriptions), and answers a failure with an ``Error`` carrying the id.
-- Decoded frames are shared through ``actors.frames.FrameStore`` (host-local).
-- ``LoopbackBus``: a publisher that delivers to in-process actors through a
-  ``runtime.actor.Router`` instead of a broker, for a ``DeviceAgent`` that runs without host
-  services on its bus (tests, one-off tools): the same requests, handlers and replies, only
-  without the broker hop; events still go out on the real publisher too.
+The step's messages in order: docs/architecture.md ("One step, as messages").
 """
 
 from __future__ import annotations

@@ -1,27 +1,12 @@
-"""The host's agent services: capture, perception, actuator and reflector actors on the bus.
+"""The host's agent services, built and run together: ``AgentServices``.
 
-One ``AgentServices`` per host serves every phone of that host. Its actors are host-level
-(``devices/+/requests/+``) and look the phone up by serial in their ``DeviceRegistry``. The
-services own that per-device state: the host calls ``register`` when it adds a phone and
-``unregister`` when the phone leaves (hot-plug), while the subscriptions made once at start
-stay the same; a ``DeviceAgent`` only sends requests and never registers itself:
-
-==========================  ====================================  ================================
-request (requests/{kind})   answered by                           reply (events/{kind})
-==========================  ====================================  ================================
-``frame_request``           ``CaptureService``                    ``frame``
-``ground_request``          ``PerceptionService``                 ``grounded`` | ``ambiguous`` |
-                                                                  ``not_found``
-``act_request``             ``ActuatorService``                   ``action_done``
-``reflect_request``         ``ReflectorService``                  ``reflection``
-``read_text_request``       a ``PerceptionWorker`` (remote only)  ``text_read``
-(any of them, on failure)   the service                           ``error`` (with the request id)
-==========================  ====================================  ================================
-
-``ReplyRouter`` (``devices/+/events/+``) resolves the asker's waiter by request id.
-
-With ``remote_perception`` the host runs no perception: ground and OCR requests carry
-the frame and are served by ``mobagent perceive`` workers (``actors/perception_remote.py``).
+One ``AgentServices`` per host serves every phone of that host: the capture, perception,
+actuator and reflector services, the reply router, the shared ``FrameStore`` and the
+``DeviceRegistry`` of ``DeviceEntry`` (a phone with its engines). The host calls
+``register`` when it adds a phone and ``unregister`` when it leaves (hot-plug), while the
+subscriptions made once at start stay; a ``DeviceAgent`` only sends requests. With
+``remote_perception`` the host runs no perception: ``mobagent perceive`` workers serve it
+(``actors/perception_remote.py``). Which request each service answers: docs/architecture.md.
 
 Two ways to run them:
 
