@@ -137,15 +137,16 @@ class ReflectorEngine:
         self._screens[key] += 1
         if n <= UNCHANGED_MAX_PIXELS and not isinstance(op, Wait):
             return PixelVerdict("unchanged", f"the screen did not change after "
-                                        f"{format_operation(op)} ({n} pixels differ)")
+                                             f"{format_operation(op)} ({n} pixels differ)")
         if (app_before and app_after and app_before != app_after
                 and not isinstance(op, OpenApp | Back | Exit)
                 and any(s in app_after.lower() for s in LAUNCHERS)):
-            return PixelVerdict("wrong_page", f"the app {app_before} was left for the home screen "
-                                         "unexpectedly")
+            return PixelVerdict("wrong_page", f"the app {app_before} was left for the home "
+                                              "screen unexpectedly")
         if self._screens[key] >= self.revisit_guard:
-            return PixelVerdict("wrong_page", f"this screen has now been seen {self._screens[key]} "
-                                         "times; the agent may be going in circles", unsure=True)
+            return PixelVerdict("wrong_page", f"this screen has now been seen "
+                                              f"{self._screens[key]} times; the agent may be "
+                                              "going in circles", unsure=True)
         return PixelVerdict("ok", f"{n} pixels changed", unsure=isinstance(op, TAPS))
 
 

@@ -129,10 +129,10 @@ class AgentServices:
         entry = DeviceEntry(
             serial=device.serial, device=device, settings=settings,
             capture=CaptureEngine(device, fmt=settings.frame_format,
-                                 quality=settings.jpeg_quality, limiter=self.cpu,
-                                 screen_side=settings.screen_side),
+                                  quality=settings.jpeg_quality, limiter=self.cpu,
+                                  screen_side=settings.screen_side),
             actuator=ActuatorEngine(device, packages=settings.packages, wait_s=settings.wait_s,
-                                   launcher_pages=settings.launcher_pages),
+                                    launcher_pages=settings.launcher_pages),
             reflector=ReflectorEngine(revisit_guard=settings.revisit_guard, limiter=self.cpu),
         )
         self.registry.put(entry)

@@ -51,7 +51,7 @@ async def perceive(cfg: AgentConfig, *, group: str = DEFAULT_GROUP, concurrency:
     """Serve perception requests until cancelled; ``task_status.started`` once the
     subscriptions are acknowledged."""
     engine = engine or PerceptionEngine(settings=cfg.perception,
-                                       workers=cfg.agent.perception_workers)
+                                        workers=cfg.agent.perception_workers)
     async with worker_bus(cfg) as bus:
         worker = PerceptionWorker(bus, engine, group=group, concurrency=concurrency,
                                   cpu_threads=os.cpu_count() or 2)

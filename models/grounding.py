@@ -59,10 +59,13 @@ def pixel_box(rect: Rect) -> Box:
                max(0, int(rect[3])))
 
 
-def grounded(rect: Rect, point: Point, source: str, score: float = 1.0) -> Grounded:
-    """The answer for one confident target (the frame id is the caller's to fill in)."""
-    return Grounded(frame_id="", x=max(0, int(point[0])), y=max(0, int(point[1])),
-                    box=pixel_box(rect), source=source, score=float(score))
+def grounded(rect: Rect, source: str, score: float = 1.0,
+             point: Point | None = None) -> Grounded:
+    """The answer for one confident target: ``point`` (the centre of ``rect`` by default) in
+    ``rect``, found by ``source``; the frame id is the caller's to fill in."""
+    x, y = point if point is not None else box_center(rect)
+    return Grounded(frame_id="", x=max(0, int(x)), y=max(0, int(y)), box=pixel_box(rect),
+                    source=source, score=float(score))
 
 
 # -- settings --------------------------------------------------------------------------------
@@ -546,7 +549,7 @@ def ground_text_in(ocr: OcrResult, rgb: np.ndarray | None, query: str,
                         closest=closest or [ln.text for ln in ocr.lines[: s.closest]])
     if len(matches) == 1 and matches[0].certain:
         m = matches[0]
-        return grounded(m.box, box_center(m.box), m.method, m.score)
+        return grounded(m.box, m.method, m.score)
     shown = matches[: s.max_candidates]
     more = f"; showing {len(shown)}" if len(shown) < len(matches) else ""
     if shown[0].method == "exact":
@@ -633,7 +636,7 @@ def ground_icon_in(bgr: np.ndarray, proposals: Sequence[Proposal], description: 
     i = order[0]
     unlike = margins is not None and margins[i] < s.rival_margin
     if best >= s.min_score and best - second >= s.margin and not unlike:
-        return grounded(boxes[i], box_center(boxes[i]), "icon", best)
+        return grounded(boxes[i], "icon", best)
     top = order[: s.top_k]
     why = f"no confident icon match (best {best:.2f}, next {second:.2f})"
     if unlike:
@@ -865,7 +868,7 @@ class Perception:
         if snap.source == "model":
             icons = [p.box for p in self._proposals_for(bgr, key)]
             snap = snap_point(point, lines, icons, radius)
-        return grounded(snap.box, snap.point, snap.source)
+        return grounded(snap.box, snap.source, point=snap.point)
 
 
 def _make_matcher(settings: PerceptionSettings,

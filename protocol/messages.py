@@ -382,13 +382,12 @@ decode_payload = CODEC.decode_payload
 
 __all__ = [
     "AGENT_KINDS", "BINARY_TYPES", "CODEC", "KINDS", "MESSAGE_TYPES", "RUNTIME_KINDS",
-    "ActRequest", "ActionDone", "Ambiguous", "Answer", "Approve", "Box", "Cancel", "Candidate", "Chosen",
-    "Codec", "Coord", "DecodeError", "DeviceStatus", "EpisodeFinished", "EpisodeStarted",
-    "EpisodeStatus", "Error", "Frame", "FrameRequest", "GivenOutcome", "GivenVerdict", "GroundRequest", "GroundResult", "Grounded",
-    "HostStatus", "ImageFormat", "Instruction", "LlmUsage", "Message", "Msg", "NonEmpty",
-    "NoteKept", "NotFound", "Plan", "Progress",
-    "Question", "ReadTextRequest", "ReflectRequest", "Reflection", "Rejected", "Steer",
-    "StepTiming", "TextRead", "Verdict", "decode", "decode_for", "decode_payload", "encode",
-    "is_binary",
-    "is_rejection", "kind_of",
+    "ActRequest", "ActionDone", "Ambiguous", "Answer", "Approve", "Box", "Cancel", "Candidate",
+    "Chosen", "Codec", "Coord", "DecodeError", "DeviceStatus", "EpisodeFinished",
+    "EpisodeStarted", "EpisodeStatus", "Error", "Frame", "FrameRequest", "GivenOutcome",
+    "GivenVerdict", "GroundRequest", "GroundResult", "Grounded", "HostStatus", "ImageFormat",
+    "Instruction", "LlmUsage", "Message", "Msg", "NonEmpty", "NoteKept", "NotFound", "Plan",
+    "Progress", "Question", "ReadTextRequest", "ReflectRequest", "Reflection", "Rejected",
+    "Steer", "StepTiming", "TextRead", "Verdict", "decode", "decode_for", "decode_payload",
+    "encode", "is_binary", "is_rejection", "kind_of",
 ]
