@@ -1,24 +1,18 @@
-"""The actuator actor: an operation (with its grounded point) becomes Device calls.
+"""Actuation: operations become ``Device`` calls, and the service that performs them.
 
-``Open app`` resolves the name (``actors/app_names.py``) to an installed package
-(``pm list packages``): the configured package map, the labels it learnt on this phone, or a
-package whose name says it ("com.google.android.youtube" for YouTube), started with
-``monkey -p``. Otherwise it goes home, reads the launcher labels by OCR and taps the icon above
-the best-matching label (fuzzy: cut-short labels and OCR slips match), page by page, then in
-the app drawer (a swipe up), screen by screen; the package that opened is learnt for the next
-time. A name found nowhere fails with the closest labels read, for the model to pick from.
-``Page up/down`` and ``Swipe`` are swipes in the middle of the screen, ``Back`` and ``Exit`` key events. Sensitive operations are recognised here
-(``is_sensitive``); the approval wait itself is the episode's, which owns the control inbox.
+``ActuatorEngine`` (one per phone) performs an operation at its grounded point. ``Open app``
+resolves the name (``actors/app_names.py``) to an installed package (the configured map, the
+labels learnt on this phone, or a package whose name says it) started with ``monkey -p``;
+otherwise it reads the launcher labels by OCR, home page by page and then the app drawer,
+taps the icon above the best-matching label and learns the package that opened. A name
+found nowhere fails with the closest labels read. ``is_sensitive`` recognises operations
+that need approval (the wait itself is the episode's).
 
-``ActuatorActor`` is one device's engine; ``ActuatorService`` is the host-level actor on
-the bus: it answers each ``ActRequest`` (``devices/{serial}/requests/act_request``) with an
-``ActionDone`` carrying the request id (``ok=False`` with the reason when the operation could
-not be done). It is the one producer of ``ActionDone``: an operation the planner settled
-without the phone (target not found, not approved, an ``Ask`` answered) comes as an
-``ActRequest`` with ``settled`` and is recorded as it says, nothing performed. Its launcher fallback reads the screen like any other asker: a
-``FrameRequest(purpose="read", ocr=True)`` to the capture service, whose ``Frame`` carries
-the OCR lines (read under the perception engine's worker limit), so there is one capture
-path and no OCR outside that limit.
+``ActuatorService`` answers ``ActRequest`` with ``ActionDone`` and is its one producer: an
+outcome the planner decided without the phone (target not found, not approved, an ``Ask``
+answered) comes as an ``ActRequest`` with ``given`` and is recorded as it says, nothing
+performed. The launcher fallback reads the screen through the capture service
+(``FrameRequest(purpose="read", ocr=True)``), so there is one capture path.
 """
 
 from __future__ import annotations
@@ -27,13 +21,14 @@ import re
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 import anyio
 
 from actors.app_names import best_label, closest, norm, package_words, packages_named
 from actors.rpc import (
-    DeviceEntry,
-    DeviceRegistry,
+    Entries,
+    Registered,
     RequestError,
     Requests,
     ServiceActor,
@@ -94,7 +89,7 @@ def is_sensitive(op: Operation, patterns: Sequence[str]) -> str | None:
     return None
 
 
-class ActuatorActor:
+class ActuatorEngine:
     name = "actuator"
 
     def __init__(
@@ -288,24 +283,30 @@ class ActuatorActor:
                 if 1 < len(t) <= 24 and not re.search(r"\d{1,2}[:°]|\bpage\b", t, re.I)]
 
 
-class ActuatorService(ServiceActor):
+class ActuatorEntry(Registered, Protocol):
+    """What the actuator uses of a registered phone."""
+
+    actuator: ActuatorEngine
+
+
+class ActuatorService(ServiceActor[ActuatorEntry]):
     """Host-level: answers ``ActRequest`` with ``ActionDone`` from the device's engine."""
 
     name = "actuator"
     kinds = (ActRequest,)
     serve_timeout_s = 90.0
 
-    def __init__(self, bus: Publisher, registry: DeviceRegistry, requests: Requests, *,
+    def __init__(self, bus: Publisher, registry: Entries[ActuatorEntry], requests: Requests, *,
                  frame_timeout_s: float, concurrency: int | None = None) -> None:
         super().__init__(bus, registry, concurrency=concurrency)
         self.requests = requests  # the launcher fallback's frames come from the capture service
         self.frame_timeout_s = frame_timeout_s
 
-    async def serve(self, entry: DeviceEntry, req: Msg) -> Msg:
+    async def serve(self, entry: ActuatorEntry, req: Msg) -> Msg:
         assert isinstance(req, ActRequest)
         op = req.operation
-        if req.settled is not None:  # the planner settled it without the phone: record only
-            done = req.settled
+        if req.given is not None:  # the planner decided it without the phone: record only
+            done = req.given
             return ActionDone(operation=op, ok=done.ok, detail=done.detail[:2000],
                               duration_s=done.duration_s)
         point = (req.x, req.y) if req.x is not None and req.y is not None else None

@@ -1,18 +1,15 @@
-"""The capture actor: one device's frames, hashed, flagged and encoded once.
+"""Capture: one phone's screenshots as ``Frame`` messages, and the service that takes them.
 
-A capture takes a screenshot through the ``Device`` (raw path by default, PNG fallback:
-see ``devices/adb.py``), hashes the pixels, flags a frame identical to the previous one
-and an all-black frame (a secure window), and encodes it once (JPEG or PNG, off the loop);
-the same bytes go on the bus as a ``Frame`` and to the LLM.
+``CaptureEngine`` (one per phone) takes a screenshot through the ``Device`` (raw path by
+default, PNG fallback: ``devices/adb.py``), hashes the pixels, flags a frame identical to
+the previous one or all black (a secure window), and encodes it once (JPEG or PNG, off the
+loop); the same bytes go on the bus and to the LLM. ``small_views`` makes the LLM's view and
+the watchers' ``Screen`` from the pixels capture already holds.
 
-``CaptureActor`` is one device's capture engine. ``CaptureService`` is the host-level actor
-on the bus: it answers each ``FrameRequest`` (``devices/{serial}/requests/frame_request``)
-with a ``Frame`` event carrying the request id, taken by the registered device's engine,
-and keeps the decoded pixels in the host's ``FrameStore`` so perception and the reflector
-never decode that frame again. When the request asks, the ``Frame`` also carries the
-foreground app (read alongside the screenshot) and the frame's OCR lines, read by the
-host's perception engine under its worker limit (the same pool grounding uses), so the
-planner and the actuator's launcher fallback never reach a device or OCR themselves.
+``CaptureService`` answers ``FrameRequest`` with a ``Frame``: it keeps the decoded pixels in
+the host's ``FrameStore`` (so perception and the reflector never decode that frame again)
+and, when asked, adds the foreground app and the OCR lines (read through ``TextReader``,
+under perception's worker limit), so no other service reaches a device or OCR for them.
 """
 
 from __future__ import annotations
@@ -29,7 +26,7 @@ import numpy as np
 import structlog
 
 from actors.frames import FrameStore
-from actors.rpc import DeviceEntry, DeviceRegistry, ServiceActor
+from actors.rpc import Entries, Registered, ServiceActor
 from devices.adb import Device
 from devices.codecs import encode_jpeg, encode_png, shrink
 from protocol.messages import Frame, FrameRequest, Msg, Screen, TextLine
@@ -115,7 +112,7 @@ def small_views(rgb: np.ndarray, view_side: int, view_quality: int,
     return view, screen
 
 
-class CaptureActor:
+class CaptureEngine:
     """Frames of one device on request (``capture``); ``previous`` is the last one taken."""
 
     name = "capture"
@@ -173,13 +170,21 @@ class CaptureActor:
 
 
 class TextReader(Protocol):
-    """Where capture gets a frame's OCR lines: the host's ``PerceptionActor``, or
+    """Where capture gets a frame's OCR lines: the host's ``PerceptionEngine``, or
     ``RemotePerception`` (workers elsewhere, ``actors/perception_remote.py``)."""
 
     async def read_lines(self, captured: Captured, device: str = "") -> list[TextLine]: ...
 
 
-class CaptureService(ServiceActor):
+class CaptureEntry(Registered, Protocol):
+    """What capture uses of a registered phone."""
+
+    device: Device
+    capture: CaptureEngine
+    latest_frame: str
+
+
+class CaptureService(ServiceActor[CaptureEntry]):
     """Host-level: answers ``FrameRequest`` with a ``Frame`` from the device's engine."""
 
     name = "capture"
@@ -187,7 +192,7 @@ class CaptureService(ServiceActor):
     serve_timeout_s = 45.0
     screen_timeout_s = 2.0
 
-    def __init__(self, bus: Publisher, registry: DeviceRegistry, frames: FrameStore,
+    def __init__(self, bus: Publisher, registry: Entries[CaptureEntry], frames: FrameStore,
                  perception: TextReader, *, concurrency: int | None = None,
                  app_timeout_s: float = 15.0) -> None:
         super().__init__(bus, registry, concurrency=concurrency)
@@ -195,7 +200,7 @@ class CaptureService(ServiceActor):
         self.perception = perception
         self.app_timeout_s = app_timeout_s
 
-    async def serve(self, entry: DeviceEntry, req: Msg) -> Msg:
+    async def serve(self, entry: CaptureEntry, req: Msg) -> Msg:
         assert isinstance(req, FrameRequest)
         app = ""
         failed: list[Exception] = []  # raised as themselves, not as a task group's group

@@ -27,7 +27,7 @@ from actors.actuator import is_sensitive
 from actors.config import AgentSettings, episode_settings
 from actors.control import ControlInbox
 from actors.loop_guard import LoopGuard
-from actors.perception import PerceptionActor, candidate_point
+from actors.perception import PerceptionEngine, candidate_point
 from actors.planner import ActionJudge, Decision, Policy, ProgressPlanner, StepContext
 from actors.rpc import RequestError, new_request_id
 from actors.services import AgentServices
@@ -54,7 +54,7 @@ from protocol.messages import (
     Answer,
     Approve,
     Cancel,
-    Choice,
+    Chosen,
     DeviceStatus,
     EpisodeFinished,
     EpisodeStarted,
@@ -62,7 +62,8 @@ from protocol.messages import (
     Error,
     Frame,
     FrameRequest,
-    Given,
+    GivenOutcome,
+    GivenVerdict,
     Grounded,
     GroundRequest,
     Instruction,
@@ -75,7 +76,6 @@ from protocol.messages import (
     Question,
     Reflection,
     ReflectRequest,
-    Settled,
     Steer,
     StepTiming,
     Verdict,
@@ -148,7 +148,7 @@ class DeviceAgent(Actor):
         device: Device,
         *,
         settings: AgentSettings,
-        perception: PerceptionActor | None,
+        perception: PerceptionEngine | None,
         policy_for: PolicyFactory,
         host: str = "",
         publish_timeout_s: float = 15.0,
@@ -597,7 +597,7 @@ class _Episode:
     async def choose(self, op: Operation, ans: Ambiguous, ctx: StepContext, before: Frame,
                      clock: _PhaseClock) -> tuple[int, int] | None:
         """The chooser's pick among ``ans``'s marked candidates, published as the planner's
-        ``Choice``; None when it picked none."""
+        ``Chosen``; None when it picked none."""
         target = op.description if isinstance(op, ClickIcon) else getattr(op, "text", "")
         labels = [c.index for c in ans.candidates]
         with clock.timed("llm"):
@@ -610,7 +610,7 @@ class _Episode:
         pt = candidate_point(ans, choice.index) if choice.index is not None else None
         box = next((c.box for c in ans.candidates if c.index == choice.index), None)
         # The planner's own kind: Grounded / NotFound stay perception's.
-        await self.send(Choice(frame_id=before.frame_id, query=target,
+        await self.send(Chosen(frame_id=before.frame_id, query=target,
                                index=choice.index if pt is not None else None,
                                x=pt[0] if pt else None, y=pt[1] if pt else None,
                                box=box if pt is not None else None))
@@ -818,18 +818,18 @@ class _Episode:
         await self.agent.call(self.request(ReflectRequest(
             request_id="-", before_frame_id=before.frame_id,
             after_frame_id=(after or before).frame_id, operation=op,
-            given=Given(verdict=verdict, reason=reason[:2000], source=source))),
+            given=GivenVerdict(verdict=verdict, reason=reason[:2000], source=source))),
             (Reflection,), self.t_reflect)
 
     async def conclude_without_phone(self, op: Operation, ok: bool, detail: str, t0: float,
                                      before: Frame) -> None:
         """An operation's outcome decided without the phone (not found, not approved, an
         Ask answered), published by the actuator service (the one producer of
-        ``ActionDone``) as an ``ActRequest`` with ``settled``: nothing is performed."""
+        ``ActionDone``) as an ``ActRequest`` with ``given``: nothing is performed."""
         await self.agent.call(self.request(ActRequest(
             request_id="-", operation=op, frame_id=before.frame_id, width=before.width,
-            height=before.height, settled=Settled(ok=ok, detail=detail[:2000],
-                                                  duration_s=time.perf_counter() - t0))),
+            height=before.height, given=GivenOutcome(ok=ok, detail=detail[:2000],
+                                                     duration_s=time.perf_counter() - t0))),
             (ActionDone,), self.t_act)
 
     async def frame(self, step: int, *, app: bool = False) -> Frame:

@@ -1,26 +1,17 @@
-"""The perception actor: grounds ``Click text`` / ``Click icon`` / ``Long press`` targets.
+"""Perception on the bus: grounding requests answered from the host's shared models.
 
-One ``Perception`` (models/grounding.py) serves every device of a host; a pool of
-``workers`` slots bounds how many frames it works on at once (OCR is CPU-bound; more
-threads than cores only queue). Results are cached per frame (Perception caches OCR and
-proposals by frame id), so the speculative OCR started on each new frame while the planner
-waits for the LLM makes the later grounding of that frame nearly free.
+``PerceptionEngine`` wraps one ``models.grounding.Perception`` for every phone of a host,
+behind a pool of ``workers`` slots (OCR is CPU-bound; more threads than cores only queue)
+where grounding goes first (``actors/priority.py``). Results are cached per frame, so the
+speculative OCR started on each new frame while the planner waits for the LLM makes the
+later grounding of that frame nearly free. A speculative read starts only on a free slot
+with no grounding waiting, and one still queued is dropped when a newer frame of its
+phone arrives or the phone's plan needs no text; with ``agent.lazy_ocr`` a whole-frame
+read is left to the grounding that needs it.
 
-The speculative read is background work (``actors/priority.py``): it starts only on a free
-slot with no grounding waiting, a grounding request never queues behind it (and waits for
-it only when it reads that request's own frame), and a read still queued is dropped when a
-newer frame of its phone arrives or the phone's plan for that frame needs no text (Back,
-Type, Open app, ...). With ``agent.lazy_ocr`` it also leaves a whole-frame read (the screen
-changed over more than half its height) to the grounding that needs it, so a step whose
-plan reads no text costs no whole-frame OCR; band re-reads of a frame that changed little
-are still done ahead.
-
-``PerceptionActor`` is the engine; ``PerceptionService`` is the host-level actor on the bus.
-It answers each ``GroundRequest`` (``devices/{serial}/requests/ground_request``) with
-``Grounded`` | ``Ambiguous`` | ``NotFound`` carrying the request id, and starts the
-speculative OCR itself when it sees a new episode ``Frame`` event (when the device's
-settings ask for it), skipping a frame that a newer one has already replaced. Pixels come
-from the host's ``FrameStore`` (decoded from ``Frame.data`` only when capture ran elsewhere).
+``PerceptionService`` answers ``GroundRequest`` with ``Grounded`` | ``Ambiguous`` |
+``NotFound`` and starts the speculative read itself when it sees a new episode ``Frame``
+(when the phone's settings ask for it). Pixels come from the host's ``FrameStore``.
 """
 
 from __future__ import annotations
@@ -29,29 +20,25 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 import anyio
 import msgspec
 import structlog
 
 from actors.capture import Captured
+from actors.config import AgentSettings
 from actors.frames import FrameStore
 from actors.priority import PriorityPool
-from actors.rpc import DeviceEntry, DeviceRegistry, ServiceActor
-from models.grounding import Ambiguous as GAmbiguous
-from models.grounding import Grounded as GGrounded
-from models.grounding import GroundResult, Perception, PerceptionSettings
+from actors.rpc import Entries, Registered, ServiceActor
+from models.grounding import Perception, PerceptionSettings, pixel_box
 from models.providers import ProviderError
 from protocol.messages import (
     Ambiguous,
-    Box,
-    Candidate,
     Frame,
-    Grounded,
     GroundRequest,
+    GroundResult,
     Msg,
-    NotFound,
     Plan,
     TextLine,
 )
@@ -69,7 +56,6 @@ from runtime.config import ConfigError
 
 log = structlog.get_logger(__name__)
 
-GroundAnswer = Grounded | Ambiguous | NotFound
 T = TypeVar("T")
 
 
@@ -82,10 +68,6 @@ def serve_timeout_for(timeout_s: float) -> float:
     """How long a grounding request may take, for a model call limit of ``timeout_s``: the
     frame's own read it may wait for, then its grounding."""
     return timeout_s * 2 + 5.0
-
-
-def _box(b: tuple[float, float, float, float]) -> Box:
-    return Box(max(0, int(b[0])), max(0, int(b[1])), max(0, int(b[2])), max(0, int(b[3])))
 
 
 class PerceptionMeter:
@@ -105,7 +87,7 @@ class PerceptionMeter:
         self.ground_s.append(seconds)
 
 
-class PerceptionActor:
+class PerceptionEngine:
     """Shared per host: ``ground`` answers a GroundRequest, ``speculate`` pre-reads a frame."""
 
     name = "perception"
@@ -159,7 +141,7 @@ class PerceptionActor:
         async with self.pool.slot(urgent=True):
             res = await self._off_loop(device, lambda: p.read_text(
                 captured.rgb, frame_id=sha, device=device or None))
-        return [TextLine(ln.text, _box(ln.box)) for ln in res.lines]
+        return [TextLine(ln.text, pixel_box(ln.box)) for ln in res.lines]
 
     async def speculate(self, captured: Captured, device: str = "", *,
                         lazy: bool = False) -> bool:
@@ -209,7 +191,7 @@ class PerceptionActor:
         queued[2].cancel()
         return True
 
-    async def ground(self, req: GroundRequest, captured: Captured) -> GroundAnswer:
+    async def ground(self, req: GroundRequest, captured: Captured) -> GroundResult:
         """The answer to ``req`` on ``captured`` (which must be the frame it names)."""
         op = req.operation
         t0 = time.perf_counter()
@@ -220,24 +202,11 @@ class PerceptionActor:
         took = time.perf_counter() - t0
         self.meter.add_ground(took)
         log.debug("grounded", op=type(op).__name__, s=round(took, 3))
-        fid = captured.frame_id
-        answer = self._answer(result, fid)
-        return msgspec.structs.replace(answer, device=req.device, episode_id=req.episode_id,
-                                       step=req.step, correlation_id=req.correlation_id)
-
-    @staticmethod
-    def _answer(result: GroundResult, fid: str) -> GroundAnswer:
-        if isinstance(result, GGrounded):
-            return Grounded(frame_id=fid, x=max(0, int(result.point[0])),
-                            y=max(0, int(result.point[1])), box=_box(result.box),
-                            source=result.method, score=float(result.score))
-        if isinstance(result, GAmbiguous):
-            return Ambiguous(
-                frame_id=fid, image_format="jpeg", marked_image=result.marked_jpeg,
-                reason=result.reason[:500],
-                candidates=[Candidate(index=c.number, box=_box(c.box), text=c.label,
-                                      crop=c.crop_png) for c in result.candidates])
-        return NotFound(frame_id=fid, query=result.query, closest=list(result.closest))
+        if isinstance(result, Ambiguous):
+            result = msgspec.structs.replace(result, reason=result.reason[:500])
+        return msgspec.structs.replace(result, frame_id=captured.frame_id, device=req.device,
+                                       episode_id=req.episode_id, step=req.step,
+                                       correlation_id=req.correlation_id)
 
     async def _ground(self, op: Operation, captured: Captured, device: str,
                       radius: float = 24) -> GroundResult:
@@ -265,14 +234,21 @@ def candidate_point(amb: Ambiguous, index: int) -> tuple[int, int] | None:
     return None
 
 
-class PerceptionService(ServiceActor):
+class PerceptionEntry(Registered, Protocol):
+    """What perception uses of a registered phone."""
+
+    settings: AgentSettings
+    latest_frame: str
+
+
+class PerceptionService(ServiceActor[PerceptionEntry]):
     """Host-level: answers ``GroundRequest``; speculative OCR on each new episode frame."""
 
     name = "perception"
     kinds = (GroundRequest,)
 
-    def __init__(self, bus: Publisher, registry: DeviceRegistry, frames: FrameStore,
-                 engine: PerceptionActor, *, concurrency: int | None = None,
+    def __init__(self, bus: Publisher, registry: Entries[PerceptionEntry], frames: FrameStore,
+                 engine: PerceptionEngine, *, concurrency: int | None = None,
                  max_speculating: int = 4) -> None:
         super().__init__(bus, registry, concurrency=concurrency)
         self.inbox = (topics.device_requests_filter(None), topics.device_events_filter(None))
@@ -307,7 +283,7 @@ class PerceptionService(ServiceActor):
         self.speculating += 1
         self._tg.start_soon(self._speculate, entry, frame)
 
-    async def _speculate(self, entry: DeviceEntry, frame: Frame) -> None:
+    async def _speculate(self, entry: PerceptionEntry, frame: Frame) -> None:
         try:
             if entry.latest_frame and entry.latest_frame != frame.frame_id:
                 self.skipped += 1
@@ -322,7 +298,7 @@ class PerceptionService(ServiceActor):
         finally:
             self.speculating -= 1
 
-    async def serve(self, entry: DeviceEntry, req: Msg) -> Msg:
+    async def serve(self, entry: PerceptionEntry, req: Msg) -> Msg:
         assert isinstance(req, GroundRequest)
         frame, rgb = await self.frames.rgb(req.frame_id, req.device)
         return await self.engine.ground(req, Captured(frame, rgb, 0.0, 0.0))

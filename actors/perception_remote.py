@@ -33,8 +33,8 @@ import anyio
 
 from actors.capture import Captured
 from actors.frames import FrameStore
-from actors.perception import PerceptionActor, serve_timeout_for
-from actors.rpc import DeviceRegistry, Requests, ServiceActor, new_request_id
+from actors.perception import PerceptionEngine, serve_timeout_for
+from actors.rpc import DeviceRegistry, Registered, Requests, ServiceActor, new_request_id
 from protocol.messages import GroundRequest, Msg, ReadTextRequest, TextLine, TextRead
 from runtime import topics
 from runtime.actor import Publisher
@@ -75,16 +75,16 @@ class RemotePerception:
         return list(got.lines)
 
 
-class PerceptionWorker(ServiceActor):
+class PerceptionWorker(ServiceActor[Registered]):
     """Serves ``GroundRequest`` and ``ReadTextRequest`` for any phone, on the frame each
     request carries, from one share group (``topics.shared``)."""
 
     name = "perception-worker"
     kinds = (GroundRequest, ReadTextRequest)
 
-    def __init__(self, bus: Publisher, engine: PerceptionActor, *, group: str = DEFAULT_GROUP,
+    def __init__(self, bus: Publisher, engine: PerceptionEngine, *, group: str = DEFAULT_GROUP,
                  concurrency: int | None = None, cpu_threads: int = 2) -> None:
-        super().__init__(bus, DeviceRegistry(), concurrency=concurrency)  # serves every phone
+        super().__init__(bus, DeviceRegistry[Registered](), concurrency=concurrency)  # any phone
         self.inbox = tuple(topics.shared(topics.device_requests_filter(None, kind), group)
                            for kind in ("ground_request", "read_text_request"))
         self.engine = engine

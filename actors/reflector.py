@@ -1,32 +1,22 @@
-"""The reflector actor: did the last action do anything, and is the agent on track?
+"""Reflection: did the last action do anything, and is the agent on track?
 
-Deterministic checks, cheapest first, on the frames before and after an action:
+``ReflectorEngine`` (one per phone) holds the pixel checks and one episode's memory of
+screens seen. On the frames before and after an action, cheapest first:
 
 - **unchanged**: the pixel difference outside the status bar (its clock changes on its
   own) is below a few dozen pixels;
-- **wrong_page**: the foreground app changed although the operation should not leave it,
-  or the same screen (masked pixel hash) has been seen ``revisit_guard`` times.
+- **wrong_page**: the foreground app fell back to the launcher although the operation
+  should not leave it, or the same screen (masked, coarsened hash) has been seen
+  ``revisit_guard`` times.
 
-The completion check on ``Stop`` and the LLM judge of ``agent.reflection = "llm" | "both"``
-(Mobile-Agent-v2's reflection agent: before and after screenshots plus the action ->
-correct, wrong page, no effect) are LLM calls the planner makes through its policy; a
-verdict here says ``unsure`` when pixels cannot confirm the action did what was meant (a
-tap that changed the screen; a revisited screen), which is when ``both`` asks the judge. Every verdict becomes a ``Reflection`` event and, when it is not ``ok``, feedback in
-the planner's next prompt.
+A ``PixelVerdict`` says ``unsure`` when pixels cannot confirm the action did what was meant
+(a tap that changed the screen, a revisited screen): then ``agent.reflection = "both"``
+asks the planner's LLM judge. The pixel diff runs in a thread under the host's CPU
+limiter, on OpenCV's ``absdiff`` when available (about 20x the numpy form at 1080x2400).
 
-The loop guard (the same operation chosen on one frame again and again) is the planner's,
-``actors/loop_guard.py``: it is judged before anything is executed.
-
-``ReflectorActor`` holds the checks and one episode's memory (screens seen). The service is
-the one producer of ``Reflection``: a verdict the planner reached itself (loop guard,
-completion check, unusable reply, LLM judge) comes as a ``ReflectRequest`` with ``given``
-and is published as it says (``source`` names who judged), nothing compared.
-``ReflectorService`` is the host-level actor on the bus: it answers each ``ReflectRequest``
-(``devices/{serial}/requests/reflect_request``, naming the before and after frame ids) with
-a ``Reflection`` carrying the request id and the foreground app it read, using the
-device's engine (reset when a new episode starts) and the frames in the host's
-``FrameStore``. The pixel diff runs in a thread under the host's CPU limiter, on OpenCV's
-``absdiff`` when available (about 20x faster than the numpy form on a 1080x2400 frame).
+``ReflectorService`` answers ``ReflectRequest`` with a ``Reflection`` (and the app read
+after) and is its one producer: a verdict the planner reached itself (loop guard,
+completion check, unusable reply, LLM judge) comes with ``given`` and is published as is.
 """
 
 from __future__ import annotations
@@ -34,14 +24,16 @@ from __future__ import annotations
 import hashlib
 from collections import Counter
 from dataclasses import dataclass
+from typing import Protocol
 
 import anyio
 import numpy as np
 
 from actors.capture import Captured
 from actors.frames import FrameStore
-from actors.rpc import DeviceEntry, DeviceRegistry, ServiceActor
-from protocol.messages import Msg, Reflection, ReflectRequest
+from actors.rpc import Entries, Registered, ServiceActor
+from devices.adb import Device
+from protocol.messages import Msg, Reflection, ReflectRequest, Verdict
 from protocol.operations import (
     GROUNDED_OPS,
     Back,
@@ -100,8 +92,10 @@ def screen_key(rgb: np.ndarray) -> str:
 
 
 @dataclass(frozen=True)
-class Verdict:
-    verdict: str  # ok | unchanged | wrong_page
+class PixelVerdict:
+    """What the pixel checks conclude about one step (a ``Reflection`` carries it)."""
+
+    verdict: Verdict  # ok | unchanged | wrong_page
     reason: str = ""
     # Pixels cannot say whether the action did what was meant: a tap that changed the
     # screen may have opened the wrong page, and a revisited screen may be a fine detour.
@@ -109,7 +103,7 @@ class Verdict:
     unsure: bool = False
 
 
-class ReflectorActor:
+class ReflectorEngine:
     name = "reflector"
 
     def __init__(self, *, revisit_guard: int = 4,
@@ -124,7 +118,7 @@ class ReflectorActor:
     async def reflect(
         self, before: Captured, after: Captured, op: Operation, *,
         app_before: str = "", app_after: str = "",
-    ) -> Verdict:
+    ) -> PixelVerdict:
         n, key = await self.measure(before, after)
         return self.judge(n, key, op, app_before=app_before, app_after=app_after)
 
@@ -138,36 +132,45 @@ class ReflectorActor:
         return await anyio.to_thread.run_sync(work, limiter=self.limiter)
 
     def judge(self, n: int, key: str, op: Operation, *, app_before: str = "",
-              app_after: str = "") -> Verdict:
+              app_after: str = "") -> PixelVerdict:
         """The verdict for a measured step (and the screen counted as seen once more)."""
         self._screens[key] += 1
         if n <= UNCHANGED_MAX_PIXELS and not isinstance(op, Wait):
-            return Verdict("unchanged", f"the screen did not change after "
-                                        f"{format_operation(op)} ({n} pixels differ)")
+            return PixelVerdict("unchanged", f"the screen did not change after "
+                                             f"{format_operation(op)} ({n} pixels differ)")
         if (app_before and app_after and app_before != app_after
                 and not isinstance(op, OpenApp | Back | Exit)
                 and any(s in app_after.lower() for s in LAUNCHERS)):
-            return Verdict("wrong_page", f"the app {app_before} was left for the home screen "
-                                         "unexpectedly")
+            return PixelVerdict("wrong_page", f"the app {app_before} was left for the home "
+                                              "screen unexpectedly")
         if self._screens[key] >= self.revisit_guard:
-            return Verdict("wrong_page", f"this screen has now been seen {self._screens[key]} "
-                                         "times; the agent may be going in circles", unsure=True)
-        return Verdict("ok", f"{n} pixels changed", unsure=isinstance(op, TAPS))
+            return PixelVerdict("wrong_page", f"this screen has now been seen "
+                                              f"{self._screens[key]} times; the agent may be "
+                                              "going in circles", unsure=True)
+        return PixelVerdict("ok", f"{n} pixels changed", unsure=isinstance(op, TAPS))
 
 
-class ReflectorService(ServiceActor):
+class ReflectorEntry(Registered, Protocol):
+    """What the reflector uses of a registered phone."""
+
+    device: Device
+    reflector: ReflectorEngine
+    episode_id: str
+
+
+class ReflectorService(ServiceActor[ReflectorEntry]):
     """Host-level: answers ``ReflectRequest`` with a ``Reflection`` (and the app after)."""
 
     name = "reflector"
     kinds = (ReflectRequest,)
     serve_timeout_s = 45.0
 
-    def __init__(self, bus: Publisher, registry: DeviceRegistry, frames: FrameStore, *,
+    def __init__(self, bus: Publisher, registry: Entries[ReflectorEntry], frames: FrameStore, *,
                  concurrency: int | None = None) -> None:
         super().__init__(bus, registry, concurrency=concurrency)
         self.frames = frames
 
-    async def serve(self, entry: DeviceEntry, req: Msg) -> Msg:
+    async def serve(self, entry: ReflectorEntry, req: Msg) -> Msg:
         assert isinstance(req, ReflectRequest)
         if entry.episode_id != req.episode_id:
             entry.reflector.reset()  # its memory (screens seen) is per episode
@@ -191,5 +194,5 @@ class ReflectorService(ServiceActor):
                                                    Captured(after_f, after, 0.0, 0.0))
         verdict = entry.reflector.judge(n, key, req.operation, app_before=req.app_before,
                                         app_after=app_after)
-        return Reflection(verdict=verdict.verdict, reason=verdict.reason[:2000],  # type: ignore[arg-type]
+        return Reflection(verdict=verdict.verdict, reason=verdict.reason[:2000],
                           app=app_after, source="pixels", unsure=verdict.unsure)

@@ -1,37 +1,27 @@
-"""Request/response over the bus, and the host-local state the agent's services share.
+"""Request/response over the bus, generic over the services that answer.
 
-The agent's step actors talk over MQTT: the planner (``actors/episode.py``) publishes a
-request on ``mobagent/v1/devices/{serial}/requests/{kind}`` and awaits the step event that
-carries the same ``request_id`` on ``devices/{serial}/events/{kind}``:
+- ``Requests.call``: publish a request and await the event carrying its ``request_id``, under
+  one deadline (``RequestTimeout``; an ``Error`` reply is ``RequestFailed``), optionally
+  publishing it again while unanswered (``resend_after_s``) for services behind a shared
+  subscription (``actors/perception_remote.py``).
+- ``ReplyRouter``: resolves those waiters by request id (a late or duplicate reply is
+  ignored) and keeps the frames it sees in the ``FrameStore``.
+- ``ServiceActor[E]``: the base of a host-level service. It serves requests of its kinds for
+  the phones in its registry (``E`` is what it needs of a phone's entry: each service names
+  that as a Protocol, ``actors/services.py`` builds the entries), several at once and
+  bounded, drops duplicate request ids and answers a failure with an ``Error``.
+- ``DeviceRegistry[E]``: the phones a host serves, by serial (hot-plug re-registers).
+- ``LoopbackBus``: delivers requests to in-process actors through a ``runtime.actor.Router``
+  instead of a broker (tests, one-off tools); events still go out on the real publisher.
 
-- ``Requests.call``: register a waiter, publish the request, await the reply under
-  ``anyio.fail_after``. An ``Error`` reply raises ``RequestFailed``; no reply in time raises
-  ``RequestTimeout`` (both ``RequestError``), so a step never hangs on a silent actor.
-  With ``resend_after_s`` the same request (same id) is published again after each try
-  that went unanswered, inside that one deadline: for services behind a shared
-  subscription (``actors/perception_remote.py``), where another worker takes the copy.
-- ``ReplyRouter``: a host-level actor on ``devices/+/events/+`` that resolves waiters by
-  request id (a duplicate or late reply is ignored) and keeps the frames it sees in the
-  ``FrameStore`` (what a service on another host published).
-- ``ServiceActor``: the base of the host-level services (capture, perception, actuator,
-  reflector). Its inbox is ``devices/+/requests/+``; it serves requests of its kinds for the
-  devices in its ``DeviceRegistry`` (others belong to another host and are ignored),
-  several at once in a task group it owns, bounded by ``concurrency`` (the inbox is not read
-  further while that many are in flight), drops duplicate request ids (QoS 1 redelivery,
-  overlapping subscriptions), and answers a failure with an ``Error`` carrying the id.
-- Decoded frames are shared through ``actors.frames.FrameStore`` (host-local).
-- ``LoopbackBus``: a publisher that delivers to in-process actors through a
-  ``runtime.actor.Router`` instead of a broker, for a ``DeviceAgent`` that runs without host
-  services on its bus (tests, one-off tools): the same requests, handlers and replies, only
-  without the broker hop; events still go out on the real publisher too.
+The step's messages in order: docs/architecture.md ("One step, as messages").
 """
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, TypeVar
+from typing import Generic, Protocol, TypeVar
 
 import anyio
 import msgspec
@@ -44,13 +34,6 @@ from runtime import topics
 from runtime.actor import Actor, Envelope, Publisher, Router
 from runtime.dedupe import SeenIds
 from runtime.errors import MobagentError
-
-if TYPE_CHECKING:
-    from actors.actuator import ActuatorActor
-    from actors.capture import CaptureActor
-    from actors.config import AgentSettings
-    from actors.reflector import ReflectorActor
-    from devices.adb import Device
 
 log = structlog.get_logger(__name__)
 
@@ -76,33 +59,37 @@ class RequestTimeout(RequestError):
 # ---- the phones this host serves -------------------------------------------------------
 
 
-@dataclass
-class DeviceEntry:
-    """One phone as the services see it: the device and its per-device engines."""
+class Registered(Protocol):
+    """What the registry needs of a phone's entry; each service names the rest it uses
+    (``actors/services.py`` builds the entries, with every engine)."""
 
-    serial: str
-    device: Device
-    settings: AgentSettings
-    capture: CaptureActor
-    actuator: ActuatorActor
-    reflector: ReflectorActor
-    episode_id: str = ""  # the episode the reflector's per-episode memory belongs to
-    latest_frame: str = ""  # the newest frame id (speculative OCR skips older ones)
+    @property
+    def serial(self) -> str: ...
 
 
-class DeviceRegistry:
-    """Serial -> ``DeviceEntry``; agents register (and re-register on hot-plug) at run time."""
+E = TypeVar("E", bound=Registered)
+E_co = TypeVar("E_co", bound=Registered, covariant=True)
+
+
+class Entries(Protocol[E_co]):
+    """A service's view of the registry: look a phone up."""
+
+    def get(self, serial: str) -> E_co | None: ...
+
+
+class DeviceRegistry(Generic[E]):
+    """Serial -> entry; agents register (and re-register on hot-plug) at run time."""
 
     def __init__(self) -> None:
-        self._entries: dict[str, DeviceEntry] = {}
+        self._entries: dict[str, E] = {}
 
-    def put(self, entry: DeviceEntry) -> None:
+    def put(self, entry: E) -> None:
         self._entries[entry.serial] = entry
 
-    def get(self, serial: str) -> DeviceEntry | None:
+    def get(self, serial: str) -> E | None:
         return self._entries.get(serial)
 
-    def remove(self, serial: str, entry: DeviceEntry | None = None) -> None:
+    def remove(self, serial: str, entry: E | None = None) -> None:
         if entry is None or self._entries.get(serial) is entry:
             self._entries.pop(serial, None)
 
@@ -223,15 +210,16 @@ def answer(reply: M, req: Msg) -> M:
         trace_id=req.trace_id, span_id=req.span_id)
 
 
-class ServiceActor(Actor):
-    """A host-level service: requests of ``kinds`` for registered devices, concurrently."""
+class ServiceActor(Actor, Generic[E]):
+    """A host-level service: requests of ``kinds`` for registered devices, concurrently;
+    ``E`` is what it needs of a registered phone (its entry)."""
 
     kinds: tuple[type[Msg], ...] = ()
     concurrency: int = 16
     publish_timeout_s: float = 15.0
     serve_timeout_s: float = 60.0  # a request that runs longer is answered with an Error
 
-    def __init__(self, bus: Publisher, registry: DeviceRegistry, *,
+    def __init__(self, bus: Publisher, registry: Entries[E], *,
                  concurrency: int | None = None) -> None:
         super().__init__(bus)
         self.registry = registry
@@ -305,7 +293,7 @@ class ServiceActor(Actor):
         self.served += 1
         await self.reply(answer(reply, msg))
 
-    async def serve(self, entry: DeviceEntry, req: Msg) -> Msg:
+    async def serve(self, entry: E, req: Msg) -> Msg:
         raise NotImplementedError
 
     async def reply(self, msg: Msg) -> None:

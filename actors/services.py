@@ -1,27 +1,12 @@
-"""The host's agent services: capture, perception, actuator and reflector actors on the bus.
+"""The host's agent services, built and run together: ``AgentServices``.
 
-One ``AgentServices`` per host serves every phone of that host. Its actors are host-level
-(``devices/+/requests/+``) and look the phone up by serial in their ``DeviceRegistry``. The
-services own that per-device state: the host calls ``register`` when it adds a phone and
-``unregister`` when the phone leaves (hot-plug), while the subscriptions made once at start
-stay the same; a ``DeviceAgent`` only sends requests and never registers itself:
-
-==========================  ====================================  ================================
-request (requests/{kind})   answered by                           reply (events/{kind})
-==========================  ====================================  ================================
-``frame_request``           ``CaptureService``                    ``frame``
-``ground_request``          ``PerceptionService``                 ``grounded`` | ``ambiguous`` |
-                                                                  ``not_found``
-``act_request``             ``ActuatorService``                   ``action_done``
-``reflect_request``         ``ReflectorService``                  ``reflection``
-``read_text_request``       a ``PerceptionWorker`` (remote only)  ``text_read``
-(any of them, on failure)   the service                           ``error`` (with the request id)
-==========================  ====================================  ================================
-
-``ReplyRouter`` (``devices/+/events/+``) resolves the asker's waiter by request id.
-
-With ``remote_perception`` the host runs no perception: ground and OCR requests carry
-the frame and are served by ``mobagent perceive`` workers (``actors/perception_remote.py``).
+One ``AgentServices`` per host serves every phone of that host: the capture, perception,
+actuator and reflector services, the reply router, the shared ``FrameStore`` and the
+``DeviceRegistry`` of ``DeviceEntry`` (a phone with its engines). The host calls
+``register`` when it adds a phone and ``unregister`` when it leaves (hot-plug), while the
+subscriptions made once at start stay; a ``DeviceAgent`` only sends requests. With
+``remote_perception`` the host runs no perception: ``mobagent perceive`` workers serve it
+(``actors/perception_remote.py``). Which request each service answers: docs/architecture.md.
 
 Two ways to run them:
 
@@ -41,38 +26,48 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 
 import anyio
 
-from actors.actuator import ActuatorActor, ActuatorService
-from actors.capture import CaptureActor, CaptureService, TextReader
+from actors.actuator import ActuatorEngine, ActuatorService
+from actors.capture import CaptureEngine, CaptureService, TextReader
 from actors.config import AgentSettings
 from actors.frames import FrameStore
-from actors.perception import PerceptionActor, PerceptionService
+from actors.perception import PerceptionEngine, PerceptionService
 from actors.perception_remote import RemotePerception, RemoteTimes
-from actors.reflector import ReflectorActor, ReflectorService
-from actors.rpc import (
-    DeviceEntry,
-    DeviceRegistry,
-    LoopbackBus,
-    ReplyRouter,
-    Requests,
-)
+from actors.reflector import ReflectorEngine, ReflectorService
+from actors.rpc import DeviceRegistry, LoopbackBus, ReplyRouter, Requests
 from devices.adb import Device
 from runtime.actor import Actor, Publisher, Router
+
+
+@dataclass
+class DeviceEntry:
+    """One phone as the services see it: the device and its per-device engines (each
+    service types what it uses of it: ``CaptureEntry``, ``ActuatorEntry``, ...)."""
+
+    serial: str
+    device: Device
+    settings: AgentSettings
+    capture: CaptureEngine
+    actuator: ActuatorEngine
+    reflector: ReflectorEngine
+    episode_id: str = ""  # the episode the reflector's per-episode memory belongs to
+    latest_frame: str = ""  # the newest frame id (speculative OCR skips older ones)
 
 
 class AgentServices:
     """Every agent service of one host, its device registry, frame store and reply router."""
 
     def __init__(
-        self, bus: Publisher, perception: PerceptionActor | None = None, *,
+        self, bus: Publisher, perception: PerceptionEngine | None = None, *,
         remote_perception: RemoteTimes | None = None,
         concurrency: int = 32, cpu_threads: int = 2, frames_per_device: int = 4,
         _router: Router | None = None,
     ) -> None:
         self.cpu = anyio.CapacityLimiter(max(1, cpu_threads))
-        self.registry = DeviceRegistry()
+        self.registry: DeviceRegistry[DeviceEntry] = DeviceRegistry()
         self.frames = FrameStore(frames_per_device, limiter=self.cpu)
         self._router = _router
         self.bus: Publisher = LoopbackBus(bus, _router) if _router is not None else bus
@@ -80,12 +75,12 @@ class AgentServices:
         self.requests = Requests(self.bus, self.replies)
         # Perception here (an engine and its service), or in workers elsewhere
         # (``remote_perception``: requests carry the frame and are sent again per try).
-        self.perception_engine: PerceptionActor | None = None
+        self.perception_engine: PerceptionEngine | None = None
         self.perception: PerceptionService | None = None
         self.ground_resend_s: float | None = None
         reader: TextReader
         if remote_perception is None:
-            self.perception_engine = reader = perception or PerceptionActor()
+            self.perception_engine = reader = perception or PerceptionEngine()
             self.perception = PerceptionService(self.bus, self.registry, self.frames,
                                                 self.perception_engine, concurrency=concurrency)
             self.ground_timeout_s = self.perception.serve_timeout_s
@@ -103,7 +98,7 @@ class AgentServices:
         self._local_users = 0
 
     @classmethod
-    def loopback(cls, publisher: Publisher, perception: PerceptionActor | None = None,
+    def loopback(cls, publisher: Publisher, perception: PerceptionEngine | None = None,
                  devices: Sequence[tuple[Device, AgentSettings]] = (), *,
                  concurrency: int = 32, cpu_threads: int = 2) -> AgentServices:
         """Services delivered in-process (run them with ``running_locally``), serving
@@ -133,12 +128,12 @@ class AgentServices:
         after a hot-plug, which starts fresh engines); built from the agent's settings."""
         entry = DeviceEntry(
             serial=device.serial, device=device, settings=settings,
-            capture=CaptureActor(device, fmt=settings.frame_format,
-                                 quality=settings.jpeg_quality, limiter=self.cpu,
-                                 screen_side=settings.screen_side),
-            actuator=ActuatorActor(device, packages=settings.packages, wait_s=settings.wait_s,
-                                   launcher_pages=settings.launcher_pages),
-            reflector=ReflectorActor(revisit_guard=settings.revisit_guard, limiter=self.cpu),
+            capture=CaptureEngine(device, fmt=settings.frame_format,
+                                  quality=settings.jpeg_quality, limiter=self.cpu,
+                                  screen_side=settings.screen_side),
+            actuator=ActuatorEngine(device, packages=settings.packages, wait_s=settings.wait_s,
+                                    launcher_pages=settings.launcher_pages),
+            reflector=ReflectorEngine(revisit_guard=settings.revisit_guard, limiter=self.cpu),
         )
         self.registry.put(entry)
         return entry

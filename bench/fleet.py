@@ -507,7 +507,7 @@ async def run_n(n: int, args: argparse.Namespace, adb_port: int, llm_url: str,
     llm_client: Any = None
     perception: Any = None
     if args.loop == "agent":
-        from actors.perception import PerceptionActor
+        from actors.perception import PerceptionEngine
         from models.llm import LLMClient, LLMSettings, RoleModels
 
         llm_client = LLMClient(LLMSettings(
@@ -516,7 +516,7 @@ async def run_n(n: int, args: argparse.Namespace, adb_port: int, llm_url: str,
             timeout_s=args.llm_delay + 30, max_retries=1, max_concurrent=4 * n + 4,
             requests_per_minute=1_000_000))
         await llm_client.__aenter__()
-        perception = PerceptionActor()
+        perception = PerceptionEngine()
     cfg = BusConfig(connect_timeout_s=10, publish_timeout_s=30)
     address = parse_broker_url(broker_url)
     done: dict[str, EpisodeFinished] = {}
@@ -589,7 +589,7 @@ async def run_n_eval(n: int, args: argparse.Namespace, adb_port: int, llm_url: s
     perception on N in-process simulated phones (the oracle and the scoring read their
     state), the stand-in model answering."""
     from actors.config import AgentSettings
-    from actors.perception import PerceptionActor
+    from actors.perception import PerceptionEngine
     from actors.planner import LLMPolicy, RoleSetup
     from actors.services import AgentServices
     from host.eval import select_tasks
@@ -613,7 +613,7 @@ async def run_n_eval(n: int, args: argparse.Namespace, adb_port: int, llm_url: s
     settings = AgentSettings(completion_check=False, ocr_hints=False,
                              speculative_ocr=not args.no_speculation, lazy_ocr=lazy,
                              perception_workers=args.perception_workers)
-    perception = PerceptionActor(settings=PerceptionSettings(
+    perception = PerceptionEngine(settings=PerceptionSettings(
         ocr=OcrSettings(threads=args.ocr_threads, rec_cache=4096 if rec_cache else 0)),
         workers=args.perception_workers, speculation_priority=priority)
     # the models load once per host (about a second), not per step: before the clock starts

@@ -84,8 +84,6 @@ from models.detector import (  # noqa: E402
     filter_by_position,
 )
 from models.grounding import (  # noqa: E402
-    Ambiguous,
-    Grounded,
     IconSettings,
     ground_icon_in,
     ground_text_in,
@@ -94,6 +92,7 @@ from models.grounding import (  # noqa: E402
 )
 from models.icons import MaterialIconMatcher  # noqa: E402
 from models.ocr import Ocr, OcrCache, OcrLine, OcrResult, OcrSettings  # noqa: E402
+from protocol.messages import Ambiguous, Grounded  # noqa: E402
 
 Box = tuple[float, float, float, float]
 
@@ -455,7 +454,7 @@ def score_text(name: str, screens: list[Screen], times: list[float],
             read_list.append(normalize(t["text"])[0] in normed)
             g = ground_text_in(res, None, t["text"])
             point = g.point if isinstance(g, Grounded) else (
-                g.candidates[0].point if isinstance(g, Ambiguous) else None)
+                g.candidates[0].box.center if isinstance(g, Ambiguous) else None)
             ok = point is not None and inside(point, tuple(t["bbox"]))
             causes.append("" if ok else miss_cause(t, res, g, point))
             grounded += isinstance(g, Grounded)
@@ -494,7 +493,7 @@ def miss_cause(target: dict[str, Any], res: OcrResult, g: object,
     if isinstance(g, Grounded):
         return "grounded elsewhere (wrong tap)"
     if isinstance(g, Ambiguous):
-        right = any(inside(c.point, box) for c in g.candidates)
+        right = any(inside(c.box.center, box) for c in g.candidates)
         return "ambiguous, the right box not first" if right else "ambiguous, no right box"
     if any(unicodedata.name(c, "").split(" ")[0] in _FOREIGN_SCRIPTS for c in target["text"]):
         return "a script the recogniser lacks"
@@ -671,7 +670,8 @@ def icons(screens: list[Screen], absent: bool = True) -> dict[str, Any]:
                     c["right" if inside(g.point, box) else "wrong"] += 1
                 elif isinstance(g, Ambiguous):
                     c["ambiguous"] += 1
-                    c["ambiguous_right_marked"] += any(inside(x.point, box) for x in g.candidates)
+                    c["ambiguous_right_marked"] += any(inside(x.box.center, box)
+                                                      for x in g.candidates)
                 else:
                     c["not_found"] += 1
         if matcher is None or not absent:
@@ -683,7 +683,8 @@ def icons(screens: list[Screen], absent: bool = True) -> dict[str, Any]:
                 absent_tally[type(g).__name__.lower()] += 1
                 if isinstance(g, Grounded):
                     absent_hits.append(f"{s.sid} {desc!r} at {position or 'anywhere'}: "
-                                       f"{tuple(round(v) for v in g.box)} {g.score:.2f}")
+                                       f"{(g.box.left, g.box.top, g.box.right, g.box.bottom)} "
+                                       f"{g.score:.2f}")
     out: dict[str, Any] = {
         "icon_recall": covered / max(1, n), "n_icon": n,
         "boxes_per_screen": boxes / max(1, len(screens)), "proposal_p50_s": pct(times, 50)}

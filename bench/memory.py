@@ -40,7 +40,7 @@ from PIL import Image
 
 from actors.config import AgentSettings
 from actors.episode import DeviceAgent
-from actors.perception import PerceptionActor
+from actors.perception import PerceptionEngine
 from actors.planner import LLMPolicy, RoleSetup
 from bench.openai_loopback import (
     Behaviour,
@@ -123,7 +123,7 @@ async def one_run(task_id: str, settings: AgentSettings, bound: int) -> tuple[li
                                    models=RoleModels(planner="plan-m", chooser="choose-m",
                                                      reflector="reflect-m"))
         async with LLMClient(llm_settings) as llm:
-            agent = DeviceAgent(_NoBus(), AdbDevice(serial), perception=PerceptionActor(),
+            agent = DeviceAgent(_NoBus(), AdbDevice(serial), perception=PerceptionEngine(),
                                 settings=settings, policy_for=lambda _i: LLMPolicy(
                                     llm, RoleSetup.from_settings(llm.settings)))
             out = await agent.run_episode(Instruction(id="bench", text=task.instruction))

@@ -19,7 +19,7 @@ import anyio
 
 from actors.config import AgentSettings
 from actors.episode import DeviceAgent
-from actors.perception import PerceptionActor
+from actors.perception import PerceptionEngine
 from actors.planner import LLMPolicy, RoleSetup
 from bench.openai_loopback import Behaviour, OpenAIServer, planner_reply
 from devices.adb import AdbDevice
@@ -48,7 +48,7 @@ async def one_run(task_id: str, delay: float, speculate: bool) -> tuple[float, f
         settings = LLMSettings(base_url=srv.base_url, api_key="bench", timeout_s=30)
         async with LLMClient(settings) as llm:
             agent = DeviceAgent(
-                _NoBus(), AdbDevice(serial), perception=PerceptionActor(),
+                _NoBus(), AdbDevice(serial), perception=PerceptionEngine(),
                 settings=AgentSettings(speculative_ocr=speculate),
                 policy_for=lambda _i: LLMPolicy(llm, RoleSetup.from_settings(llm.settings)),
             )

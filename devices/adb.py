@@ -5,9 +5,11 @@ take the raw ``exec:screencap`` path (an RGBA header parsed here, so the phone s
 slow PNG encode) or ``screencap -p``, falling back to PNG when the raw bytes do not parse.
 With ``capture="auto"`` (the default) the first screenshot times both paths and keeps
 the faster one: raw on real phones; PNG over the simulated phone's loopback transport,
-where 10 MB of raw pixels cost more than the encode. Typed text never reaches the device shell unquoted: ASCII goes through
-``input text`` in single quotes (``%s`` for spaces), anything else through the ADB
-Keyboard's ``ADB_INPUT_B64`` broadcast, whose payload is base64 (no metacharacters).
+where 10 MB of raw pixels cost more than the encode.
+
+Typed text never reaches the device shell unquoted: ASCII goes through ``input text`` in
+single quotes (``%s`` for spaces), anything else through the ADB Keyboard's
+``ADB_INPUT_B64`` broadcast, whose payload is base64 (no metacharacters).
 """
 
 from __future__ import annotations

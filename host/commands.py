@@ -220,7 +220,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
 
 async def _replay(cfg: AgentConfig, args: argparse.Namespace, actions: list[dict[str, Any]]) -> int:
-    from actors.actuator import ActionFailed, ActuatorActor
+    from actors.actuator import ActionFailed, ActuatorEngine
     from protocol.operations import GROUNDED_OPS, Operation
     from sim.fleet import SimFleet
 
@@ -240,7 +240,7 @@ async def _replay(cfg: AgentConfig, args: argparse.Namespace, actions: list[dict
             print(f"no --device: replaying on a simulated phone, {serial}", file=sys.stderr)
         dev = AdbDevice(serial, capture=cfg.device.capture, timeout_s=cfg.device.timeout_s)
         size = await dev.window_size()
-        act = ActuatorActor(dev, packages=cfg.agent.packages, wait_s=cfg.agent.wait_s)
+        act = ActuatorEngine(dev, packages=cfg.agent.packages, wait_s=cfg.agent.wait_s)
         for i, ev in enumerate(actions, 1):
             op: Operation = msgspec.convert(ev["operation"], Operation)
             point = (int(ev["x"]), int(ev["y"])) if ev.get("x") is not None else None

@@ -35,7 +35,7 @@ import msgspec
 
 from actors.config import AgentConfig
 from actors.episode import EpisodeOutcome
-from actors.perception import PerceptionActor
+from actors.perception import PerceptionEngine
 from actors.planner import Choice, Completion, Decision, Policy, StepContext
 from devices.discovery import FixedDevices
 from host.fleet import FleetHost
@@ -176,7 +176,7 @@ async def run_suite(
         cfg = msgspec.structs.replace(cfg, broker=msgspec.structs.replace(cfg.broker, port=0))
     await anyio.Path(out_dir).mkdir(parents=True, exist_ok=True)
     episodes: list[Episode] = []
-    perception = (PerceptionActor(settings=cfg.perception, workers=cfg.agent.perception_workers)
+    perception = (PerceptionEngine(settings=cfg.perception, workers=cfg.agent.perception_workers)
                   if cfg.agent.perception == "local" else None)  # remote: workers serve it
     t0 = time.perf_counter()
     for seed in dict.fromkeys(seeds):
@@ -201,7 +201,7 @@ async def run_suite(
 
 
 async def _run_seed(
-    fleet: SimFleet, queue: list[Task], cfg: AgentConfig, perception: PerceptionActor | None,
+    fleet: SimFleet, queue: list[Task], cfg: AgentConfig, perception: PerceptionEngine | None,
     out_dir: Path, make_policy: MakePolicy, step_lines: bool, episodes: list[Episode],
     on_episode: Callable[[Episode], None] | None,
 ) -> None:

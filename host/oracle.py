@@ -9,8 +9,9 @@ named like the target); and, like a careful script, it dismisses the
 simulator's system pop-ups, waits out spinners, and repeats once an operation that found
 nothing (after a Wait, so that it is grounded on a fresh frame) or changed nothing (never
 a Type, which would type the text twice); a text still not found is looked for up to two
-screens further down (a result list the seed ordered may put it below the fold). Each of these costs a step, so PS and RE show
-them. It lives in bench/ because actors may not see the simulator.
+screens further down (a result list the seed ordered may put it below the fold). Each of
+these costs a step, so PS and RE show them. It lives in host/, not actors/, because it reads
+the simulator (sim/), which actors/ may not import.
 """
 
 from __future__ import annotations

@@ -25,7 +25,7 @@ import structlog
 from anyio.abc import TaskStatus
 
 from actors.config import AgentConfig
-from actors.perception import PerceptionActor
+from actors.perception import PerceptionEngine
 from actors.perception_remote import DEFAULT_GROUP, PerceptionWorker
 from protocol.messages import CODEC
 from runtime import topics
@@ -46,12 +46,12 @@ def worker_bus(cfg: AgentConfig, name: str = "perceive") -> Bus:
 
 
 async def perceive(cfg: AgentConfig, *, group: str = DEFAULT_GROUP, concurrency: int = 8,
-                   engine: PerceptionActor | None = None,
+                   engine: PerceptionEngine | None = None,
                    task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
     """Serve perception requests until cancelled; ``task_status.started`` once the
     subscriptions are acknowledged."""
-    engine = engine or PerceptionActor(settings=cfg.perception,
-                                       workers=cfg.agent.perception_workers)
+    engine = engine or PerceptionEngine(settings=cfg.perception,
+                                        workers=cfg.agent.perception_workers)
     async with worker_bus(cfg) as bus:
         worker = PerceptionWorker(bus, engine, group=group, concurrency=concurrency,
                                   cpu_threads=os.cpu_count() or 2)
@@ -70,7 +70,7 @@ def cmd_perceive(args: argparse.Namespace) -> int:
     cfg = prepare(args, AgentConfig)
     try:
         topics.check_name(args.group, "--group")
-        engine = PerceptionActor(settings=cfg.perception, workers=cfg.agent.perception_workers)
+        engine = PerceptionEngine(settings=cfg.perception, workers=cfg.agent.perception_workers)
     except (topics.TopicError, ConfigError) as exc:
         print(f"mobagent perceive: {exc}", file=sys.stderr)
         return EXIT_USAGE

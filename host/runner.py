@@ -22,7 +22,7 @@ import msgspec
 
 from actors.config import AgentConfig, episode_settings
 from actors.episode import DeviceAgent
-from actors.perception import PerceptionActor
+from actors.perception import PerceptionEngine
 from actors.perception_remote import RemoteTimes
 from actors.planner import Policy
 from actors.services import AgentServices
@@ -88,7 +88,7 @@ def agent_host(
     policy_for: PolicyFor,
     *,
     source: DeviceSource | None = None,
-    perception: PerceptionActor | None = None,
+    perception: PerceptionEngine | None = None,
     record_dir: str | Path | None = None,
     progress: TextIO | bool = False,
     fleet_config: FleetConfig | None = None,
@@ -103,7 +103,7 @@ def agent_host(
     """
     remote = (RemoteTimes.of(cfg.perception.timeout_s, cfg.agent.perception_resend_s)
               if cfg.agent.perception == "remote" else None)
-    engine = None if remote is not None else perception or PerceptionActor(
+    engine = None if remote is not None else perception or PerceptionEngine(
         settings=cfg.perception, workers=cfg.agent.perception_workers)
     traces = tracing or Tracing(cfg.telemetry)
 

@@ -10,7 +10,7 @@ reachable as ``serve --runtime-only``. What it runs:
   per phone, status, queues, Cancel;
 - per phone, ``host.fleet_worker.agent_worker``: a ``DeviceAgent`` built from the config's
   ``[agent]`` and ``[device]`` sections, with the LLM policy of ``[llm]``;
-- shared by all phones of the host: one ``PerceptionActor`` (one model set, a bounded pool
+- shared by all phones of the host: one ``PerceptionEngine`` (one model set, a bounded pool
   of ``agent.perception_workers``; none with ``--perception remote``, where ``mobagent
   perceive`` workers serve it) and one ``LLMClient``, whose rate limiter
   (``llm.max_concurrent``, ``llm.requests_per_minute``) is therefore per host;

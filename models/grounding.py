@@ -1,14 +1,16 @@
 """Grounding: turn `Click text (T)` / `Click icon (description, position)` into a screen point.
 
-The LLM never gives coordinates; this module finds them on a frame and answers with one of:
-- `Grounded`: one confident match, with the point to tap and the evidence box;
+The LLM never gives coordinates; this module finds them on a frame and answers with one of
+the protocol's grounding messages (`protocol.messages.GroundResult`, frame id left to the
+caller):
+- `Grounded`: one confident match, with the point to tap, the evidence box and how it matched;
 - `Ambiguous`: several candidates, or one uncertain one, numbered and drawn on ONE image (plus a
   crop each), for the planner to choose from (or reject) in one LLM call (Mobile-Agent's
-  approach);
+  approach); `reason` says why it could not pick;
 - `NotFound`: nothing matched; `closest` lists what is on screen so the LLM can correct itself.
 
-`Perception` is the facade the perception actor and the benchmark oracle call. It is
-thread-safe, caches per frame hash, and has async variants that run off the event loop.
+`Perception` is the facade the perception engine and the benchmarks call: thread-safe, one
+per host, caching OCR and icon proposals per frame.
 """
 
 from __future__ import annotations
@@ -19,10 +21,9 @@ import re
 import threading
 import unicodedata
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Literal, Protocol, TypeVar
 
-import anyio
 import cv2
 import msgspec
 import numpy as np
@@ -44,46 +45,27 @@ from models.detector import (
 from models.icons import IconScores
 from models.ocr import ImageInput, Ocr, OcrCache, OcrLine, OcrResult, OcrSettings, to_bgr
 from models.providers import resolve as resolve_providers
+from protocol.messages import Ambiguous, Box, Candidate, Grounded, GroundResult, NotFound
 
-Box = tuple[float, float, float, float]
+# -- results: the protocol's answers (Grounded | Ambiguous | NotFound), frame id left "" -----
+
+Rect = tuple[float, float, float, float]  # a screen rectangle as OCR and detection find it
 Point = tuple[int, int]
 
-# -- results ---------------------------------------------------------------------------------
+
+def pixel_box(rect: Rect) -> Box:
+    """``rect`` as the protocol's ``Box``: whole pixels, none negative."""
+    return Box(max(0, int(rect[0])), max(0, int(rect[1])), max(0, int(rect[2])),
+               max(0, int(rect[3])))
 
 
-class Candidate(msgspec.Struct, frozen=True):
-    number: int  # the number drawn on the marked image (1-based)
-    point: Point
-    box: Box
-    label: str  # the text read there; "" for an icon
-    score: float
-    crop_png: bytes = b""
-
-
-class Grounded(msgspec.Struct, frozen=True, tag="grounded"):
-    query: str
-    point: Point
-    box: Box  # evidence: the line, word or icon box
-    label: str  # the text read there, or the icon that matched
-    score: float
-    method: str  # "exact" | "word" | "fuzzy" | "icon"
-
-
-class Ambiguous(msgspec.Struct, frozen=True, tag="ambiguous"):
-    query: str
-    candidates: tuple[Candidate, ...]
-    marked_jpeg: bytes  # the frame with every candidate boxed and numbered
-    method: str
-    reason: str = ""
-
-
-class NotFound(msgspec.Struct, frozen=True, tag="not_found"):
-    query: str
-    reason: str
-    closest: tuple[str, ...] = ()
-
-
-GroundResult = Grounded | Ambiguous | NotFound
+def grounded(rect: Rect, source: str, score: float = 1.0,
+             point: Point | None = None) -> Grounded:
+    """The answer for one confident target: ``point`` (the centre of ``rect`` by default) in
+    ``rect``, found by ``source``; the frame id is the caller's to fill in."""
+    x, y = point if point is not None else box_center(rect)
+    return Grounded(frame_id="", x=max(0, int(x)), y=max(0, int(y)), box=pixel_box(rect),
+                    source=source, score=float(score))
 
 
 # -- settings --------------------------------------------------------------------------------
@@ -234,7 +216,7 @@ def _font(size: int) -> ImageFont.FreeTypeFont | ImageFont.ImageFont:
     return ImageFont.load_default()
 
 
-def mark_candidates(rgb: np.ndarray, boxes: Sequence[Box], quality: int = 85) -> bytes:
+def mark_candidates(rgb: np.ndarray, boxes: Sequence[Rect], quality: int = 85) -> bytes:
     """The frame as JPEG with each box outlined and numbered 1..n."""
     img = Image.fromarray(rgb)
     draw = ImageDraw.Draw(img)
@@ -257,7 +239,7 @@ def mark_candidates(rgb: np.ndarray, boxes: Sequence[Box], quality: int = 85) ->
     return encode_jpeg(np.asarray(img), quality)
 
 
-def crop_png(rgb: np.ndarray, box: Box, pad_frac: float = 0.15) -> bytes:
+def crop_png(rgb: np.ndarray, box: Rect, pad_frac: float = 0.15) -> bytes:
     h, w = rgb.shape[:2]
     x1, y1, x2, y2 = box
     px, py = (x2 - x1) * pad_frac + 4, (y2 - y1) * pad_frac + 4
@@ -268,7 +250,7 @@ def crop_png(rgb: np.ndarray, box: Box, pad_frac: float = 0.15) -> bytes:
     return encode_png(rgb[ya:yb, xa:xb])
 
 
-def box_center(box: Box) -> Point:
+def box_center(box: Rect) -> Point:
     return (int(round((box[0] + box[2]) / 2)), int(round((box[1] + box[3]) / 2)))
 
 
@@ -276,7 +258,7 @@ def box_center(box: Box) -> Point:
 
 
 class TextMatch(msgspec.Struct, frozen=True):
-    box: Box
+    box: Rect
     label: str
     score: float
     method: str
@@ -302,7 +284,7 @@ def _row_groups(lines: Sequence[OcrLine], gap: float) -> list[OcrLine]:
                 used[j] = True
         if len(row) > 1:
             text = " ".join(r.text for r in row)
-            chars: list[Box] = []
+            chars: list[Rect] = []
             if all(r.char_boxes for r in row):
                 for k, r in enumerate(row):
                     chars.extend(r.char_boxes)
@@ -372,7 +354,34 @@ def match_text(lines: Sequence[OcrLine], query: str,
         return _match_symbols(lines, query), []
     normed = [(ln, *normalize(ln.text)) for ln in lines]
     joined = [(ln, *normalize(ln.text)) for ln in _row_groups(lines, s.merge_row_gap)]
+    exact = _exact_matches(lines, query, q, normed, joined)
+    if exact:
+        return exact, []
+    word_matches = _word_matches(q, normed + joined, s)
+    fuzzy, closest, literal = _fuzzy_matches(q, normed + joined, s)
+    if word_matches:
+        # The word matches lead; fuzzy lines elsewhere are offered after them, for the
+        # planner to choose from, but never make a word match certain.
+        extra_fuzzy = _unique_boxes(word_matches + [
+            msgspec.structs.replace(m, certain=False) for m in fuzzy
+            if m.label not in literal])[len(word_matches):]
+        if extra_fuzzy and word_matches[0].certain:
+            word_matches = [msgspec.structs.replace(word_matches[0], certain=False)]
+        return word_matches + extra_fuzzy, []
+    prefixes = _prefix_matches(lines, q, fuzzy)
+    if prefixes:
+        return prefixes, closest
+    return fuzzy, closest
 
+
+# A line as matched: the line, its normalised text, and the index map ``normalize`` returns.
+Normed = tuple[OcrLine, str, list[int]]
+
+
+def _exact_matches(lines: Sequence[OcrLine], query: str, q: str, normed: list[Normed],
+                   joined: list[Normed]) -> list[TextMatch]:
+    """Lines (or lines joined on a row, or with the OCR confusables folded, or two stacked
+    lines for a two-line query) whose normalised text is the query's, most literal first."""
     exact = [TextMatch(ln.box, ln.text, ln.score, "exact") for ln, n, _ in normed if n == q]
     if not exact:
         exact = [TextMatch(ln.box, ln.text, ln.score, "exact") for ln, n, _ in joined if n == q]
@@ -384,18 +393,23 @@ def match_text(lines: Sequence[OcrLine], query: str,
         stacked = [(ln, normalize(ln.text)[0]) for ln in _column_pairs(lines)]
         exact = [TextMatch(ln.box, ln.text, ln.score, "exact") for ln, n in stacked
                  if fold_confusables(n) == fold_confusables(q)]
-    if exact:
-        # Several exact places: the most literal reading (case, spaces, symbols) first.
-        as_typed = " ".join(query.split())
-        exact.sort(key=lambda m: -similarity(as_typed, " ".join(m.label.split())))
-        return _unique_boxes(exact), []
+    if not exact:
+        return []
+    # Several exact places: the most literal reading (case, spaces, symbols) first.
+    as_typed = " ".join(query.split())
+    exact.sort(key=lambda m: -similarity(as_typed, " ".join(m.label.split())))
+    return _unique_boxes(exact)
 
+
+def _word_matches(q: str, candidates: list[Normed], s: TextMatchSettings) -> list[TextMatch]:
+    """The query found inside lines (the sub-box), the shortest rest of line first; certain
+    only when it is the one place and on word boundaries (see ``match_text``)."""
     inner: list[tuple[bool, int, TextMatch]] = []  # (on word boundaries, extra chars, match)
     # Found as read, else with the OCR confusables folded ("Issues" in "lssues 131"); the fold
     # maps one character to one, so the index map still holds.
-    folded = not any(q in n for _, n, _ in normed + joined)
+    folded = not any(q in n for _, n, _ in candidates)
     fq = fold_confusables(q) if folded else q
-    for ln, n, idx in normed + joined:
+    for ln, n, idx in candidates:
         n = fold_confusables(n) if folded else n
         start = n.find(fq)
         while start >= 0:
@@ -418,10 +432,16 @@ def match_text(lines: Sequence[OcrLine], query: str,
         extra = min(e for e, _ in words)
         if extra <= s.word_extra_frac * len(q) or 0 < s.word_certain_len <= len(q):
             word_matches = [msgspec.structs.replace(word_matches[0], certain=True)]
+    return word_matches
 
+
+def _fuzzy_matches(q: str, candidates: list[Normed],
+                   s: TextMatchSettings) -> tuple[list[TextMatch], list[str], set[str]]:
+    """The lines (or windows of long lines) most similar to the query, the closest texts
+    (for NotFound), and the lines holding the query verbatim (the word stage's)."""
     scored: list[tuple[float, bool, TextMatch]] = []  # (similarity, whole line, match)
     literal: set[str] = set()  # lines holding the query verbatim: judged by the word stage
-    for ln, n, idx in normed + joined:
+    for ln, n, idx in candidates:
         if q in n:
             literal.add(ln.text)
         if not n:
@@ -447,19 +467,14 @@ def match_text(lines: Sequence[OcrLine], query: str,
         fuzzy = _unique_boxes(near)
         if len(fuzzy) == 1 and good[0][1] and top >= s.confident_fuzzy:
             fuzzy = [msgspec.structs.replace(fuzzy[0], certain=True)]
+    return fuzzy, closest, literal
 
-    if word_matches:
-        # The word matches lead; fuzzy lines elsewhere are offered after them, for the
-        # planner to choose from, but never make a word match certain.
-        extra_fuzzy = _unique_boxes(word_matches + [
-            msgspec.structs.replace(m, certain=False) for m in fuzzy
-            if m.label not in literal])[len(word_matches):]
-        if extra_fuzzy and word_matches[0].certain:
-            word_matches = [msgspec.structs.replace(word_matches[0], certain=False)]
-        return word_matches + extra_fuzzy, []
-    # A line the screen cut short with an ellipsis ("yuanshen_..." for "yuanshen_3.0.0.apk"):
-    # its readable part begins the query. It ranks above a fuzzy match, and is certain
-    # only when alone and covering at least half of the query.
+
+def _prefix_matches(lines: Sequence[OcrLine], q: str,
+                    fuzzy: list[TextMatch]) -> list[TextMatch]:
+    """A line the screen cut short with an ellipsis ("yuanshen_..." for "yuanshen_3.0.0.apk"):
+    its readable part begins the query. It ranks above a fuzzy match, and is certain only
+    when alone and covering at least half of the query. [] when no line is cut short so."""
     prefixes: list[TextMatch] = []
     for ln in lines:
         cut = _ELLIPSIS.search(ln.text)
@@ -467,16 +482,13 @@ def match_text(lines: Sequence[OcrLine], query: str,
         if len(p) >= 3 and len(p) < len(q) and fold_confusables(q).startswith(
                 fold_confusables(p)):
             prefixes.append(TextMatch(ln.box, ln.text, len(p) / len(q), "prefix", False))
+    if not prefixes:
+        return []
     prefixes.sort(key=lambda m: -m.score)
-    if prefixes:
-        out = _unique_boxes(prefixes + [msgspec.structs.replace(m, certain=False)
-                                        for m in fuzzy])
-        if len(out) == 1 and out[0].score >= 0.5 and len(normalize(out[0].label)[0]) >= 6:
-            out = [msgspec.structs.replace(out[0], certain=True)]
-        return out, closest
-    if fuzzy:
-        return fuzzy, closest
-    return [], closest
+    out = _unique_boxes(prefixes + [msgspec.structs.replace(m, certain=False) for m in fuzzy])
+    if len(out) == 1 and out[0].score >= 0.5 and len(normalize(out[0].label)[0]) >= 6:
+        out = [msgspec.structs.replace(out[0], certain=True)]
+    return out
 
 
 def _match_symbols(lines: Sequence[OcrLine], query: str) -> list[TextMatch]:
@@ -522,7 +534,7 @@ def ground_text_in(ocr: OcrResult, rgb: np.ndarray | None, query: str,
     """Ground `query` on an OCR result; `rgb` (the frame) is needed to draw Ambiguous marks."""
     s = settings or TextMatchSettings()
     if not query or not (normalize(query)[0] or normalize_symbols(query)[0]):
-        return NotFound(query=query, reason="the text to find is empty")
+        return NotFound(frame_id="", query=query)
     lines: Sequence[OcrLine] = ocr.lines
     if position:
         (x0, x1), (y0, y1) = position_region(position)
@@ -533,13 +545,11 @@ def ground_text_in(ocr: OcrResult, rgb: np.ndarray | None, query: str,
                  and y0 <= (ln.center[1] - top) / tall <= y1]
     matches, closest = match_text(lines, query, s)
     if not matches:
-        reason = "no text on screen" if not ocr.lines else "no text on screen matches"
-        return NotFound(query=query, reason=reason,
-                        closest=tuple(closest or [ln.text for ln in ocr.lines[: s.closest]]))
+        return NotFound(frame_id="", query=query,
+                        closest=closest or [ln.text for ln in ocr.lines[: s.closest]])
     if len(matches) == 1 and matches[0].certain:
         m = matches[0]
-        return Grounded(query=query, point=box_center(m.box), box=m.box, label=m.label,
-                        score=m.score, method=m.method)
+        return grounded(m.box, m.method, m.score)
     shown = matches[: s.max_candidates]
     more = f"; showing {len(shown)}" if len(shown) < len(matches) else ""
     if shown[0].method == "exact":
@@ -552,18 +562,18 @@ def ground_text_in(ocr: OcrResult, rgb: np.ndarray | None, query: str,
         reason = (f"no exact match, only {len(matches)} uncertain candidate"
                   f"{'s' if len(matches) > 1 else ''} ({kinds}){order}{more}: confirm one, "
                   "or none")
-    return _ambiguous(query, rgb, [(m.box, m.label, m.score) for m in shown], shown[0].method,
-                      reason)
+    return _ambiguous(rgb, [(m.box, m.label) for m in shown], reason)
 
 
-def _ambiguous(query: str, rgb: np.ndarray | None, items: Sequence[tuple[Box, str, float]],
-               method: str, reason: str) -> Ambiguous:
-    cands = tuple(
-        Candidate(number=i + 1, point=box_center(box), box=box, label=label, score=score,
-                  crop_png=crop_png(rgb, box) if rgb is not None else b"")
-        for i, (box, label, score) in enumerate(items))
-    marked = mark_candidates(rgb, [c.box for c in cands]) if rgb is not None else b""
-    return Ambiguous(query=query, candidates=cands, marked_jpeg=marked, method=method,
+def _ambiguous(rgb: np.ndarray | None, items: Sequence[tuple[Rect, str]],
+               reason: str) -> Ambiguous:
+    """Candidates numbered 1..n, each with its close-up, and the frame with all of them
+    marked (JPEG); without ``rgb``, neither picture."""
+    cands = [Candidate(index=i + 1, box=pixel_box(box), text=label,
+                       crop=crop_png(rgb, box) if rgb is not None else b"")
+             for i, (box, label) in enumerate(items)]
+    marked = mark_candidates(rgb, [box for box, _ in items]) if rgb is not None else b""
+    return Ambiguous(frame_id="", candidates=cands, marked_image=marked, image_format="jpeg",
                      reason=reason)
 
 
@@ -573,7 +583,7 @@ def _ambiguous(query: str, rgb: np.ndarray | None, items: Sequence[tuple[Box, st
 class IconMatcher(Protocol):
     """Judges proposal boxes against a description; None when it cannot judge it at all."""
 
-    def judge(self, bgr: np.ndarray, boxes: Sequence[Box], description: str) -> IconScores | None: ...
+    def judge(self, bgr: np.ndarray, boxes: Sequence[Rect], description: str) -> IconScores | None: ...
 
 
 def icon_candidates(bgr: np.ndarray, proposals: Sequence[Proposal], settings: IconSettings,
@@ -603,15 +613,15 @@ def ground_icon_in(bgr: np.ndarray, proposals: Sequence[Proposal], description: 
     s = settings or IconSettings()
     props, note = icon_candidates(bgr, proposals, s, position)
     if not props:
-        return NotFound(query=description, reason="no icon-like boxes on screen")
+        return NotFound(frame_id="", query=description)
     props = sorted(props, key=lambda p: -p.score)[: max(1, s.max_match)]
     rgb = cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB) if draw else None
     boxes = [p.box for p in props]
     judged = matcher.judge(bgr, boxes, description) if matcher is not None else None
     if judged is None:
         top = list(range(min(s.top_k, len(props))))
-        return _ambiguous(description, rgb, [(boxes[i], "", props[i].score) for i in top],
-                          "icon", note + "no matcher can judge this description; pick one")
+        return _ambiguous(rgb, [(boxes[i], "") for i in top],
+                          note + "no matcher can judge this description; pick one")
     scores, margins = judged.scores, judged.margins
     # Nested boxes around one icon (glyph, ripple, button) are one place: keep the best-scored
     # box of each place, so the runner-up is a different place on screen.
@@ -626,8 +636,7 @@ def ground_icon_in(bgr: np.ndarray, proposals: Sequence[Proposal], description: 
     i = order[0]
     unlike = margins is not None and margins[i] < s.rival_margin
     if best >= s.min_score and best - second >= s.margin and not unlike:
-        return Grounded(query=description, point=box_center(boxes[i]), box=boxes[i],
-                        label=description, score=float(best), method="icon")
+        return grounded(boxes[i], "icon", best)
     top = order[: s.top_k]
     why = f"no confident icon match (best {best:.2f}, next {second:.2f})"
     if unlike:
@@ -636,15 +645,14 @@ def ground_icon_in(bgr: np.ndarray, proposals: Sequence[Proposal], description: 
         why = (f"no icon here clearly looks like {description!r}: the best match ({best:.2f}) "
                f"looks {alike} like {rival!r}; pick one only if it fits, else none")
     # No label: a score is not text the planner could read in the box (the reason has it).
-    return _ambiguous(description, rgb, [(boxes[i], "", float(scores[i])) for i in top], "icon",
-                      note + why)
+    return _ambiguous(rgb, [(boxes[i], "") for i in top], note + why)
 
 
-def _contains(box: Box, point: Point) -> bool:
+def _contains(box: Rect, point: Point) -> bool:
     return box[0] <= point[0] <= box[2] and box[1] <= point[1] <= box[3]
 
 
-def _gap(box: Box, point: Point) -> float:
+def _gap(box: Rect, point: Point) -> float:
     """Distance from ``point`` to ``box`` (0 inside it)."""
     dx = max(box[0] - point[0], 0.0, point[0] - box[2])
     dy = max(box[1] - point[1], 0.0, point[1] - box[3])
@@ -653,11 +661,11 @@ def _gap(box: Box, point: Point) -> float:
 
 class Snap(msgspec.Struct, frozen=True):
     point: Point
-    box: Box  # the element it is in or snapped to; the point itself when none
+    box: Rect  # the element it is in or snapped to; the point itself when none
     source: str  # "ocr" | "icon" (inside one, kept) | "snapped" | "model" (used as given)
 
 
-def snap_point(point: Point, ocr_boxes: Sequence[Box], icon_boxes: Sequence[Box],
+def snap_point(point: Point, ocr_boxes: Sequence[Rect], icon_boxes: Sequence[Rect],
                radius: float) -> Snap:
     """Hybrid grounding of a model's point against what perception sees.
 
@@ -668,12 +676,12 @@ def snap_point(point: Point, ocr_boxes: Sequence[Box], icon_boxes: Sequence[Box]
     several elements that near, the point is used as given: guessing between two would be
     perception overriding the model without evidence."""
     x, y = point
-    here: Box = (float(x), float(y), float(x), float(y))
+    here: Rect = (float(x), float(y), float(x), float(y))
     for boxes, source in ((ocr_boxes, "ocr"), (icon_boxes, "icon")):
         for b in boxes:
             if _contains(b, point):
                 return Snap(point, b, source)
-    near: list[Box] = []
+    near: list[Rect] = []
     for b in (*ocr_boxes, *icon_boxes):
         # The detector also proposes text regions and nested boxes: a box that holds the
         # centre of one already counted (or whose centre it holds) is the same element.
@@ -848,27 +856,6 @@ class Perception:
         props = self._proposals_for(bgr, frame_id or frame_hash(bgr))
         return ground_icon_in(bgr, props, description, self.matcher, self.settings.icons, position)
 
-    # Async variants: the work runs in a worker thread, bounded by a timeout. A thread cannot
-    # be interrupted, so on timeout we stop waiting (abandon) and the thread finishes alone.
-    # Pass a `limiter` to bound how many frames are processed at once (one per core is best).
-    async def _off_loop(self, fn: Callable[[], T], timeout_s: float | None,
-                        limiter: anyio.CapacityLimiter | None) -> T:
-        with anyio.fail_after(timeout_s or self.settings.timeout_s):
-            return await anyio.to_thread.run_sync(fn, abandon_on_cancel=True, limiter=limiter)
-
-    async def aread_text(self, image: ImageInput, *, frame_id: str | None = None,
-                         device: str | None = None, timeout_s: float | None = None,
-                         limiter: anyio.CapacityLimiter | None = None) -> OcrResult:
-        return await self._off_loop(
-            lambda: self.read_text(image, frame_id=frame_id, device=device), timeout_s, limiter)
-
-    async def aground_text(self, image: ImageInput, text: str, *, position: str | None = None,
-                           frame_id: str | None = None, device: str | None = None,
-                           timeout_s: float | None = None,
-                           limiter: anyio.CapacityLimiter | None = None) -> GroundResult:
-        return await self._off_loop(lambda: self.ground_text(
-            image, text, position=position, frame_id=frame_id, device=device), timeout_s, limiter)
-
     def ground_point(self, image: ImageInput, point: Point, *, radius: float,
                      frame_id: str | None = None, device: str | None = None) -> Grounded:
         """A model's point checked against the frame's OCR lines and icon boxes
@@ -881,21 +868,7 @@ class Perception:
         if snap.source == "model":
             icons = [p.box for p in self._proposals_for(bgr, key)]
             snap = snap_point(point, lines, icons, radius)
-        return Grounded("", snap.point, snap.box, "", 1.0, snap.source)
-
-    async def aground_point(self, image: ImageInput, point: Point, *, radius: float,
-                            frame_id: str | None = None, device: str | None = None,
-                            timeout_s: float | None = None,
-                            limiter: anyio.CapacityLimiter | None = None) -> Grounded:
-        return await self._off_loop(lambda: self.ground_point(
-            image, point, radius=radius, frame_id=frame_id, device=device), timeout_s, limiter)
-
-    async def aground_icon(self, image: ImageInput, description: str, *,
-                           position: str | None = None, frame_id: str | None = None,
-                           timeout_s: float | None = None,
-                           limiter: anyio.CapacityLimiter | None = None) -> GroundResult:
-        return await self._off_loop(lambda: self.ground_icon(
-            image, description, position=position, frame_id=frame_id), timeout_s, limiter)
+        return grounded(snap.box, snap.source, point=snap.point)
 
 
 def _make_matcher(settings: PerceptionSettings,

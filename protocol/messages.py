@@ -82,9 +82,9 @@ class FrameRequest(Msg, tag="frame_request", frozen=True):
     ocr: bool = False
 
 
-class Settled(msgspec.Struct, frozen=True):
-    """An operation the planner settled without the phone: the target was not found, the
-    user did not approve it, or the user answered an ``Ask``."""
+class GivenOutcome(msgspec.Struct, frozen=True):
+    """An operation's outcome the planner decided without the phone: the target was not
+    found, the user did not approve it, or the user answered an ``Ask``."""
 
     ok: bool
     detail: str = ""
@@ -95,7 +95,7 @@ class ActRequest(Msg, tag="act_request", frozen=True):
     """Perform ``operation`` (at ``x, y`` when it was grounded) on a ``width x height`` screen;
     the reply is an ``ActionDone``.
 
-    With ``settled`` nothing is performed: the actuator publishes that outcome as the
+    With ``given`` nothing is performed: the actuator publishes that outcome as the
     ``ActionDone``, so every ``ActionDone`` comes from the actuator (one producer)."""
 
     request_id: NonEmpty
@@ -105,13 +105,13 @@ class ActRequest(Msg, tag="act_request", frozen=True):
     y: int | None = None
     width: Annotated[int, msgspec.Meta(ge=0)] = 0
     height: Annotated[int, msgspec.Meta(ge=0)] = 0
-    settled: Settled | None = None
+    given: GivenOutcome | None = None
 
 
 Verdict = Literal["ok", "unchanged", "wrong_page", "loop", "incomplete", "complete"]
 
 
-class Given(msgspec.Struct, frozen=True):
+class GivenVerdict(msgspec.Struct, frozen=True):
     """A verdict the planner reached itself: the loop guard, the completion check, an
     unusable reply (``source=""``) or the LLM judge on the two screenshots (``"llm"``)."""
 
@@ -132,7 +132,7 @@ class ReflectRequest(Msg, tag="reflect_request", frozen=True):
     after_frame_id: NonEmpty
     operation: Operation | None = None  # required unless ``given``
     app_before: str = ""  # the foreground app before the action ("" unknown)
-    given: Given | None = None
+    given: GivenVerdict | None = None
 
 
 # ---- one step, inside a device's actor group ---------------------------------------
@@ -219,6 +219,11 @@ class Grounded(Msg, tag="grounded", frozen=True):
     score: float = 1.0
     request_id: str = ""  # the request this answers ("" when none)
 
+    @property
+    def point(self) -> tuple[int, int]:
+        """The point to tap."""
+        return self.x, self.y
+
 
 class Candidate(msgspec.Struct, frozen=True):
     index: int
@@ -247,7 +252,11 @@ class NotFound(Msg, tag="not_found", frozen=True):
     request_id: str = ""  # the request this answers ("" when none)
 
 
-class Choice(Msg, tag="choice", frozen=True):
+# What grounding answers (models/grounding.py makes them, perception sends them).
+GroundResult: TypeAlias = Grounded | Ambiguous | NotFound
+
+
+class Chosen(Msg, tag="choice", frozen=True):
     """The planner's pick among an ``Ambiguous`` answer's candidates (the chooser call).
 
     The planner's own kind: ``Grounded`` / ``NotFound`` come from perception only.
@@ -351,14 +360,14 @@ class StepTiming(Msg, tag="step_timing", frozen=True):
 
 AGENT_KINDS: Final[tuple[type[Msg], ...]] = (
     FrameRequest, ActRequest, ReflectRequest,
-    Frame, GroundRequest, Grounded, Ambiguous, NotFound, Choice, Plan, ActionDone, Reflection,
+    Frame, GroundRequest, Grounded, Ambiguous, NotFound, Chosen, Plan, ActionDone, Reflection,
     ReadTextRequest, TextRead,
     EpisodeStarted, EpisodeFinished, LlmUsage, StepTiming, NoteKept, Progress, Screen,
 )
 Message: TypeAlias = (
     Instruction | Cancel | Approve | Answer | Steer | Question
     | FrameRequest | ActRequest | ReflectRequest
-    | Frame | GroundRequest | Grounded | Ambiguous | NotFound | Choice | Plan | ActionDone
+    | Frame | GroundRequest | Grounded | Ambiguous | NotFound | Chosen | Plan | ActionDone
     | Reflection | ReadTextRequest | TextRead
     | EpisodeStarted | EpisodeFinished
     | DeviceStatus | HostStatus | Error | LlmUsage | StepTiming | NoteKept | Progress | Screen
@@ -374,12 +383,11 @@ decode_payload = CODEC.decode_payload
 __all__ = [
     "AGENT_KINDS", "BINARY_TYPES", "CODEC", "KINDS", "MESSAGE_TYPES", "RUNTIME_KINDS",
     "ActRequest", "ActionDone", "Ambiguous", "Answer", "Approve", "Box", "Cancel", "Candidate",
-    "Codec", "Coord", "DecodeError", "DeviceStatus", "EpisodeFinished", "EpisodeStarted",
-    "EpisodeStatus", "Error", "Frame", "FrameRequest", "Given", "GroundRequest", "Grounded",
-    "HostStatus", "ImageFormat", "Instruction", "LlmUsage", "Message", "Msg", "NonEmpty",
-    "NoteKept", "NotFound", "Plan", "Progress",
-    "Question", "ReadTextRequest", "ReflectRequest", "Reflection", "Rejected", "Settled", "Steer",
-    "StepTiming", "TextRead", "Verdict", "decode", "decode_for", "decode_payload", "encode",
-    "is_binary",
-    "is_rejection", "kind_of",
+    "Chosen", "Codec", "Coord", "DecodeError", "DeviceStatus", "EpisodeFinished",
+    "EpisodeStarted", "EpisodeStatus", "Error", "Frame", "FrameRequest", "GivenOutcome",
+    "GivenVerdict", "GroundRequest", "GroundResult", "Grounded", "HostStatus", "ImageFormat",
+    "Instruction", "LlmUsage", "Message", "Msg", "NonEmpty", "NoteKept", "NotFound", "Plan",
+    "Progress", "Question", "ReadTextRequest", "ReflectRequest", "Reflection", "Rejected",
+    "Steer", "StepTiming", "TextRead", "Verdict", "decode", "decode_for", "decode_payload",
+    "encode", "is_binary", "is_rejection", "kind_of",
 ]

@@ -1,7 +1,7 @@
 """The agent's operation language, as typed values.
 
 The planner's LLM answers with one of these in text form (``Click text (Save)``); the
-parser in ``models/llm/react.py`` turns text into these Structs, and ``format_operation``
+parsers of ``models/llm/families/`` turn text into these Structs, and ``format_operation``
 turns them back into the canonical text. ``ClickText``/``ClickIcon``/``LongPress`` name a
 target that perception grounds into a point; ``TapPoint``/``LongPressPoint``/``SwipePoints``
 carry device pixels already (the coordinate model families produce them, after mapping the

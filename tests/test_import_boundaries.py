@@ -138,3 +138,4 @@ def test_the_android_check_sees_a_violation(tmp_path: Path) -> None:
     bad = tmp_path / "x.py"
     bad.write_text("class FleetConfig:\n    adb_port: int = 0\n")
     assert "adb_port" in runtime_names(bad)
+

@@ -16,7 +16,7 @@ import pytest
 
 from actors.config import AgentSettings
 from actors.episode import DeviceAgent, EpisodeOutcome
-from actors.perception import PerceptionActor
+from actors.perception import PerceptionEngine
 from actors.planner import Policy
 from actors.services import AgentServices
 from devices.adb import AdbDevice
@@ -53,8 +53,8 @@ def sim_device(adb_server: AdbServer) -> Iterator[SimDevice]:
 
 
 @pytest.fixture(scope="session")
-def shared_perception() -> PerceptionActor:
-    return PerceptionActor()
+def shared_perception() -> PerceptionEngine:
+    return PerceptionEngine()
 
 
 def fast_settings(**kw: Any) -> AgentSettings:
@@ -94,7 +94,7 @@ def bus_for(broker: MosquittoBroker, prefix: str) -> Bus:
 @asynccontextmanager
 async def agent_on_bus(
     broker: MosquittoBroker, device: AdbDevice, policy: Policy,
-    settings: AgentSettings, perception: PerceptionActor,
+    settings: AgentSettings, perception: PerceptionEngine,
 ) -> AsyncIterator[tuple[DeviceAgent, Run, Bus]]:
     """A DeviceAgent running on a real broker, and a second client collecting its events.
 
@@ -123,7 +123,7 @@ async def agent_on_bus(
 
 async def run_episode(
     broker: MosquittoBroker, device: AdbDevice, policy: Policy, settings: AgentSettings,
-    perception: PerceptionActor, text: str, *, timeout_s: float = 120.0,
+    perception: PerceptionEngine, text: str, *, timeout_s: float = 120.0,
     during: Callable[[DeviceAgent, Run, Bus], Coroutine[Any, Any, None]] | None = None,
 ) -> Run:
     async with agent_on_bus(broker, device, policy, settings, perception) as (agent, run, ctl):

@@ -11,14 +11,14 @@ import anyio
 import numpy as np
 import pytest
 
-from actors.actuator import ActuatorActor, is_sensitive
-from actors.capture import CaptureActor, Captured, is_black, small_views
+from actors.actuator import ActuatorEngine, is_sensitive
+from actors.capture import Captured, CaptureEngine, is_black, small_views
 from actors.config import AgentConfig
 from actors.episode import DeviceAgent
 from actors.loop_guard import LoopGuard
-from actors.perception import PerceptionActor
+from actors.perception import PerceptionEngine
 from actors.planner import ScriptedPolicy
-from actors.reflector import ReflectorActor
+from actors.reflector import ReflectorEngine
 from devices.adb import AdbDevice
 from devices.discovery import FixedDevices
 from host.client_cli import submit
@@ -49,7 +49,7 @@ NOTES = "com.mobagent.notes"
 
 @pytest.mark.needs_mosquitto
 async def test_frozen_screen_is_unchanged_within_one_step(
-    sim_device: SimDevice, mosquitto: MosquittoBroker, shared_perception: PerceptionActor,
+    sim_device: SimDevice, mosquitto: MosquittoBroker, shared_perception: PerceptionEngine,
 ) -> None:
     sim_device.phone.open("com.android.settings")
     sim_device.phone.settle()
@@ -67,7 +67,7 @@ async def test_frozen_screen_is_unchanged_within_one_step(
 
 @pytest.mark.needs_mosquitto
 async def test_a_working_tap_is_ok_not_unchanged(
-    sim_device: SimDevice, mosquitto: MosquittoBroker, shared_perception: PerceptionActor,
+    sim_device: SimDevice, mosquitto: MosquittoBroker, shared_perception: PerceptionEngine,
 ) -> None:
     sim_device.phone.open("com.android.settings")
     sim_device.phone.settle()
@@ -81,7 +81,7 @@ async def test_a_working_tap_is_ok_not_unchanged(
 
 @pytest.mark.needs_mosquitto
 async def test_a_model_point_near_a_label_snaps_and_taps_it(
-    sim_device: SimDevice, mosquitto: MosquittoBroker, shared_perception: PerceptionActor,
+    sim_device: SimDevice, mosquitto: MosquittoBroker, shared_perception: PerceptionEngine,
 ) -> None:
     sim_device.phone.open("com.android.settings")
     sim_device.phone.settle()
@@ -114,20 +114,20 @@ async def test_typing_reaches_a_real_field_literally(sim_device: SimDevice) -> N
 
 
 async def test_open_app_by_launcher_ocr(
-    sim_device: SimDevice, shared_perception: PerceptionActor,
+    sim_device: SimDevice, shared_perception: PerceptionEngine,
 ) -> None:
     """No package names it (com.zhiliaoapp.musically): go home, read the labels, tap the
     icon, look through the pages and the drawer if needed."""
     phone = sim_device.phone
     phone.key(3)
     dev = AdbDevice(sim_device.serial)
-    cap = CaptureActor(dev)
-    act = ActuatorActor(dev, packages={})
+    cap = CaptureEngine(dev)
+    act = ActuatorEngine(dev, packages={})
 
     async def read_screen() -> list[tuple[str, tuple[int, int, int, int]]]:
         c = await cap.capture()
-        res = await shared_perception.perception.aread_text(c.rgb, frame_id=c.frame.sha256)
-        return [(ln.text, tuple(int(v) for v in ln.box)) for ln in res.lines]  # type: ignore[misc]
+        return [(ln.text, (ln.box.left, ln.box.top, ln.box.right, ln.box.bottom))
+                for ln in await shared_perception.read_lines(c)]
 
     first = await cap.capture()
     res = await act.perform(OpenApp("TikTok"), point=None, size=(first.frame.width,
@@ -141,9 +141,9 @@ async def test_perception_meters_its_cpu_per_device_and_grounding_latency(
     sim_device: SimDevice,
 ) -> None:
     sim_device.phone.key(3)
-    cap = CaptureActor(AdbDevice(sim_device.serial))
+    cap = CaptureEngine(AdbDevice(sim_device.serial))
     c = await cap.capture()
-    actor = PerceptionActor()
+    actor = PerceptionEngine()
     assert await actor.read_lines(c, "phone-1")
     spent = actor.meter.cpu_s["phone-1"]
     assert spent > 0 and not actor.meter.ground_s
@@ -186,7 +186,7 @@ def test_black_frame_flag() -> None:
 
 @pytest.mark.needs_mosquitto
 async def test_sensitive_action_waits_for_approve(
-    sim_device: SimDevice, mosquitto: MosquittoBroker, shared_perception: PerceptionActor,
+    sim_device: SimDevice, mosquitto: MosquittoBroker, shared_perception: PerceptionEngine,
 ) -> None:
     sim_device.phone.open("com.android.settings")
     sim_device.phone.settle()
@@ -211,7 +211,7 @@ async def test_sensitive_action_waits_for_approve(
 
 @pytest.mark.needs_mosquitto
 async def test_sensitive_action_is_skipped_on_cancel(
-    sim_device: SimDevice, mosquitto: MosquittoBroker, shared_perception: PerceptionActor,
+    sim_device: SimDevice, mosquitto: MosquittoBroker, shared_perception: PerceptionEngine,
 ) -> None:
     sim_device.phone.open("com.android.settings")
     sim_device.phone.settle()
@@ -233,7 +233,7 @@ async def test_sensitive_action_is_skipped_on_cancel(
 
 @pytest.mark.needs_mosquitto
 async def test_rejected_approval_skips_and_goes_on(
-    sim_device: SimDevice, mosquitto: MosquittoBroker, shared_perception: PerceptionActor,
+    sim_device: SimDevice, mosquitto: MosquittoBroker, shared_perception: PerceptionEngine,
 ) -> None:
     sim_device.phone.open("com.android.settings")
     sim_device.phone.settle()
@@ -269,7 +269,7 @@ async def test_reflector_verdicts() -> None:
     clock[2:12, 150:190] = 0  # only the status-bar clock changed
     moved = screen.copy()
     moved[300:360, 20:180] = (200, 30, 30)
-    r = ReflectorActor(revisit_guard=3)
+    r = ReflectorEngine(revisit_guard=3)
     tap = ClickText("Save")
     assert (await r.reflect(_captured(screen), _captured(clock), tap)).verdict == "unchanged"
     assert (await r.reflect(_captured(screen), _captured(moved), tap)).verdict == "ok"
@@ -293,7 +293,7 @@ async def test_reflector_verdicts() -> None:
 
 @pytest.mark.needs_mosquitto
 async def test_ask_waits_for_an_answer(
-    sim_device: SimDevice, mosquitto: MosquittoBroker, shared_perception: PerceptionActor,
+    sim_device: SimDevice, mosquitto: MosquittoBroker, shared_perception: PerceptionEngine,
 ) -> None:
     serial = sim_device.serial
 
@@ -312,7 +312,7 @@ async def test_ask_waits_for_an_answer(
 
 @pytest.mark.needs_mosquitto
 async def test_an_instruction_over_the_bus_runs_and_is_recorded(
-    sim_device: SimDevice, mosquitto: MosquittoBroker, shared_perception: PerceptionActor,
+    sim_device: SimDevice, mosquitto: MosquittoBroker, shared_perception: PerceptionEngine,
     tmp_path: Path,
 ) -> None:
     """`mobagent submit` -> broker -> the host's gate -> the agent -> events -> recorder."""

@@ -7,14 +7,14 @@ import time
 
 import pytest
 
-from actors.perception import PerceptionActor
+from actors.perception import PerceptionEngine
 from actors.planner import LLMPolicy, RoleSetup
 from devices.adb import AdbDevice
 from models.llm import ModelPrice, Roles, RoleSettings
 from protocol.messages import (
     ActionDone,
     Ambiguous,
-    Choice,
+    Chosen,
     EpisodeFinished,
     EpisodeStarted,
     Error,
@@ -51,7 +51,7 @@ def _dark(sim: SimDevice) -> bool:
 
 async def test_normal_episode_reaches_success(
     sim_device: SimDevice, mosquitto: MosquittoBroker, openai_server: OpenAIServer,
-    shared_perception: PerceptionActor,
+    shared_perception: PerceptionEngine,
 ) -> None:
     task = get_task("settings-1")(0)
     task.setup(sim_device.phone)
@@ -84,7 +84,7 @@ async def test_normal_episode_reaches_success(
 
 async def test_malformed_replies_are_reasked_and_never_executed(
     sim_device: SimDevice, mosquitto: MosquittoBroker, openai_server: OpenAIServer,
-    shared_perception: PerceptionActor,
+    shared_perception: PerceptionEngine,
 ) -> None:
     sim_device.phone.key(3)
     openai_server.script(
@@ -121,7 +121,7 @@ async def test_malformed_replies_are_reasked_and_never_executed(
 
 async def test_429_and_500_then_success(
     sim_device: SimDevice, mosquitto: MosquittoBroker, openai_server: OpenAIServer,
-    shared_perception: PerceptionActor,
+    shared_perception: PerceptionEngine,
 ) -> None:
     sim_device.phone.key(3)
     openai_server.script(
@@ -140,7 +140,7 @@ async def test_429_and_500_then_success(
 
 async def test_llm_hang_past_timeout_fails_the_episode_cleanly(
     sim_device: SimDevice, mosquitto: MosquittoBroker, openai_server: OpenAIServer,
-    shared_perception: PerceptionActor,
+    shared_perception: PerceptionEngine,
 ) -> None:
     openai_server.script(Behaviour(hang=True))
     t0 = time.monotonic()
@@ -158,7 +158,7 @@ async def test_llm_hang_past_timeout_fails_the_episode_cleanly(
 
 async def test_not_complete_continues_with_the_reason(
     sim_device: SimDevice, mosquitto: MosquittoBroker, openai_server: OpenAIServer,
-    shared_perception: PerceptionActor,
+    shared_perception: PerceptionEngine,
 ) -> None:
     task = get_task("settings-1")(0)
     task.setup(sim_device.phone)
@@ -187,7 +187,7 @@ async def test_not_complete_continues_with_the_reason(
 
 async def test_loop_guard_fires(
     sim_device: SimDevice, mosquitto: MosquittoBroker, openai_server: OpenAIServer,
-    shared_perception: PerceptionActor,
+    shared_perception: PerceptionEngine,
 ) -> None:
     sim_device.phone.open("com.android.settings")
     sim_device.phone.settle()
@@ -208,7 +208,7 @@ async def test_loop_guard_fires(
 
 async def test_not_found_is_feedback_and_ambiguous_is_one_chooser_call(
     sim_device: SimDevice, mosquitto: MosquittoBroker, openai_server: OpenAIServer,
-    shared_perception: PerceptionActor,
+    shared_perception: PerceptionEngine,
 ) -> None:
     phone = sim_device.phone
     phone.open("com.mobagent.notes", "edit")
@@ -241,7 +241,7 @@ async def test_not_found_is_feedback_and_ambiguous_is_one_chooser_call(
     assert f"Box {amb[0].candidates[-1].index} close up:" in " ".join(chooser.texts())
     assert amb[0].reason  # perception says why it could not pick, and the chooser hears it
     assert f"Why these boxes: {amb[0].reason}" in " ".join(chooser.texts())
-    chosen = run.of(Choice)  # the planner's kind; Grounded stays perception's
+    chosen = run.of(Chosen)  # the planner's kind; Grounded stays perception's
     assert chosen and chosen[0].index == amb[0].candidates[0].index
     assert (chosen[0].x, chosen[0].y) == amb[0].candidates[0].box.center
     assert not [g for g in run.of(Grounded) if g.step == amb[0].step]
@@ -250,7 +250,7 @@ async def test_not_found_is_feedback_and_ambiguous_is_one_chooser_call(
 
 async def test_unusable_replies_in_a_row_end_the_episode(
     sim_device: SimDevice, mosquitto: MosquittoBroker, openai_server: OpenAIServer,
-    shared_perception: PerceptionActor,
+    shared_perception: PerceptionEngine,
 ) -> None:
     sim_device.phone.key(3)
     openai_server.script(
@@ -276,7 +276,7 @@ async def test_unusable_replies_in_a_row_end_the_episode(
 
 async def test_cost_is_published_and_the_cap_ends_the_episode(
     sim_device: SimDevice, mosquitto: MosquittoBroker, openai_server: OpenAIServer,
-    shared_perception: PerceptionActor,
+    shared_perception: PerceptionEngine,
 ) -> None:
     sim_device.phone.key(3)
     # The server counts far more prompt tokens than the client's estimate (~1-2k): each
@@ -312,7 +312,7 @@ async def test_cost_is_published_and_the_cap_ends_the_episode(
 
 async def test_a_call_that_could_pass_the_cost_cap_is_not_made(
     sim_device: SimDevice, mosquitto: MosquittoBroker, openai_server: OpenAIServer,
-    shared_perception: PerceptionActor,
+    shared_perception: PerceptionEngine,
 ) -> None:
     sim_device.phone.key(3)
     # Output tokens only are priced: a call's worst cost is its 1024-token limit, $0.01024.
@@ -345,7 +345,7 @@ async def test_a_call_that_could_pass_the_cost_cap_is_not_made(
 
 async def test_a_stream_of_429s_inside_the_budget_then_success(
     sim_device: SimDevice, mosquitto: MosquittoBroker, openai_server: OpenAIServer,
-    shared_perception: PerceptionActor,
+    shared_perception: PerceptionEngine,
 ) -> None:
     sim_device.phone.key(3)
     # Counted, not timed: a loaded machine must not turn the 429 stream into fewer retries.
@@ -372,7 +372,7 @@ async def test_a_stream_of_429s_inside_the_budget_then_success(
 
 async def test_429s_past_the_budget_fail_the_episode_naming_the_endpoint(
     sim_device: SimDevice, mosquitto: MosquittoBroker, openai_server: OpenAIServer,
-    shared_perception: PerceptionActor,
+    shared_perception: PerceptionEngine,
 ) -> None:
     openai_server.policy = lambda req: Behaviour.error(429, "Rate limit reached",
                                                        headers={"Retry-After": "0.2"})
@@ -388,7 +388,7 @@ async def test_429s_past_the_budget_fail_the_episode_naming_the_endpoint(
 
 async def test_a_response_without_content_retries_the_step(
     sim_device: SimDevice, mosquitto: MosquittoBroker, openai_server: OpenAIServer,
-    shared_perception: PerceptionActor,
+    shared_perception: PerceptionEngine,
 ) -> None:
     sim_device.phone.key(3)
     openai_server.script(Behaviour(text=None), planner_reply("Open app (Settings)"),
@@ -403,7 +403,7 @@ async def test_a_response_without_content_retries_the_step(
 
 async def test_the_reflector_goes_to_its_own_server(
     sim_device: SimDevice, mosquitto: MosquittoBroker, openai_server: OpenAIServer,
-    shared_perception: PerceptionActor,
+    shared_perception: PerceptionEngine,
 ) -> None:
     sim_device.phone.key(3)
     with OpenAIServer() as judge:

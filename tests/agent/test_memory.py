@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import pytest
 
-from actors.perception import PerceptionActor
+from actors.perception import PerceptionEngine
 from actors.planner import LLMPolicy, RoleSetup
 from devices.adb import AdbDevice
 from protocol.messages import (
     ActionDone,
-    Choice,
+    Chosen,
     EpisodeStarted,
     LlmUsage,
     NoteKept,
@@ -50,7 +50,7 @@ def _text(server: OpenAIServer, k: int) -> str:
 
 async def test_prompts_carry_thoughts_progress_and_notes(
     sim_device: SimDevice, mosquitto: MosquittoBroker, openai_server: OpenAIServer,
-    shared_perception: PerceptionActor,
+    shared_perception: PerceptionEngine,
 ) -> None:
     task = get_task("settings-1")(0)
     task.setup(sim_device.phone)
@@ -119,7 +119,7 @@ async def test_prompts_carry_thoughts_progress_and_notes(
 
 async def test_memory_off_sends_none_of_it(
     sim_device: SimDevice, mosquitto: MosquittoBroker, openai_server: OpenAIServer,
-    shared_perception: PerceptionActor,
+    shared_perception: PerceptionEngine,
 ) -> None:
     sim_device.phone.key(3)
     openai_server.script(
@@ -142,7 +142,7 @@ async def test_memory_off_sends_none_of_it(
 
 async def test_the_chooser_gets_the_thought(
     sim_device: SimDevice, mosquitto: MosquittoBroker, openai_server: OpenAIServer,
-    shared_perception: PerceptionActor,
+    shared_perception: PerceptionEngine,
 ) -> None:
     phone = sim_device.phone
     phone.open("com.mobagent.notes", "edit")
@@ -158,7 +158,7 @@ async def test_the_chooser_gets_the_thought(
         run = await run_episode(mosquitto, AdbDevice(sim_device.serial), LLMPolicy(llm, RoleSetup.from_settings(llm.settings)),
                                 fast_settings(), shared_perception, "Write a note.")
     assert run.outcome is not None and run.outcome.status == "succeeded", run.outcome
-    assert run.of(Choice)
+    assert run.of(Chosen)
     chooser = openai_server.requests[1]
     assert chooser.model == "choose-m"
     assert "THOUGHT-CHOOSE the empty body field" in _text(openai_server, 1)
@@ -166,7 +166,7 @@ async def test_the_chooser_gets_the_thought(
 
 async def test_llm_reflection_goes_back_on_a_wrong_page_and_retries_on_no_effect(
     sim_device: SimDevice, mosquitto: MosquittoBroker, openai_server: OpenAIServer,
-    shared_perception: PerceptionActor,
+    shared_perception: PerceptionEngine,
 ) -> None:
     task = get_task("settings-1")(0)
     task.setup(sim_device.phone)
@@ -217,7 +217,7 @@ async def test_llm_reflection_goes_back_on_a_wrong_page_and_retries_on_no_effect
 
 async def test_both_asks_the_judge_only_when_pixels_are_unsure(
     sim_device: SimDevice, mosquitto: MosquittoBroker, openai_server: OpenAIServer,
-    shared_perception: PerceptionActor,
+    shared_perception: PerceptionEngine,
 ) -> None:
     task = get_task("settings-1")(0)
     task.setup(sim_device.phone)
@@ -244,7 +244,7 @@ async def test_both_asks_the_judge_only_when_pixels_are_unsure(
 
 async def test_the_planning_call_updates_the_progress(
     sim_device: SimDevice, mosquitto: MosquittoBroker, openai_server: OpenAIServer,
-    shared_perception: PerceptionActor,
+    shared_perception: PerceptionEngine,
 ) -> None:
     sim_device.phone.key(3)
     openai_server.script(

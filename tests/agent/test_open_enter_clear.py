@@ -7,9 +7,9 @@ import anyio
 import anyio.lowlevel
 import pytest
 
-from actors.actuator import ActionFailed, ActuatorActor
-from actors.capture import CaptureActor
-from actors.perception import PerceptionActor
+from actors.actuator import ActionFailed, ActuatorEngine
+from actors.capture import CaptureEngine
+from actors.perception import PerceptionEngine
 from actors.planner import Decision, ScriptedPolicy, StepContext
 from devices.adb import ADB_KEYBOARD, KEY_ENTER, AdbDevice
 from protocol.messages import ActionDone
@@ -23,13 +23,13 @@ pytestmark = [pytest.mark.anyio, pytest.mark.needs_adb]
 SIZE = (1080, 2400)
 
 
-def _reader(dev: AdbDevice, perception: PerceptionActor):  # type: ignore[no-untyped-def]
-    cap = CaptureActor(dev)
+def _reader(dev: AdbDevice, perception: PerceptionEngine):  # type: ignore[no-untyped-def]
+    cap = CaptureEngine(dev)
 
     async def read_screen() -> list[tuple[str, tuple[int, int, int, int]]]:
         c = await cap.capture()
-        res = await perception.perception.aread_text(c.rgb, frame_id=c.frame.sha256)
-        return [(ln.text, tuple(int(v) for v in ln.box)) for ln in res.lines]  # type: ignore[misc]
+        return [(ln.text, (ln.box.left, ln.box.top, ln.box.right, ln.box.bottom))
+                for ln in await perception.read_lines(c)]
 
     return read_screen
 
@@ -43,7 +43,7 @@ async def test_enter_submits_a_youtube_search_over_adb(sim_device: SimDevice) ->
     dev = AdbDevice(sim_device.serial)
     await dev.type_text("Stephen Curry")
     assert phone.state_as(youtube.PACKAGE, YouTubeState).searches == []  # typing alone: no search
-    act = ActuatorActor(dev)
+    act = ActuatorEngine(dev)
     res = await act.perform(Enter(), point=None, size=SIZE)
     assert res.detail == "key ENTER"
     assert phone.state_as(youtube.PACKAGE, YouTubeState).searches == ["Stephen Curry"]
@@ -65,7 +65,7 @@ async def test_clear_empties_the_field_and_the_old_text_stays_until_then(sim_dev
     assert st.draft == "Stephen Curry"
     await dev.type_text(" lofi")  # typed text goes after the old one
     assert st.draft == "Stephen Curry lofi"
-    act = ActuatorActor(dev)
+    act = ActuatorEngine(dev)
     await act.perform(Clear(), point=None, size=SIZE)  # Android 14: Ctrl+A, DEL
     assert st.draft == ""
     await dev.type_text("lofi music")
@@ -104,7 +104,7 @@ async def test_clear_through_the_adb_keyboard(sim_device: SimDevice) -> None:
 
 
 async def test_open_app_from_the_drawer_then_by_the_learnt_package(
-    sim_device: SimDevice, shared_perception: PerceptionActor,
+    sim_device: SimDevice, shared_perception: PerceptionEngine,
 ) -> None:
     """No package map and a package name that does not say "Amazon Music": on seed 0 the
     app is not on the home screen, so the drawer is read; the second time it starts by
@@ -112,7 +112,7 @@ async def test_open_app_from_the_drawer_then_by_the_learnt_package(
     phone = sim_device.phone
     assert all(amazon_music.PACKAGE not in page for page in phone.home_screen_apps())
     dev = AdbDevice(sim_device.serial)
-    act = ActuatorActor(dev, packages={})
+    act = ActuatorEngine(dev, packages={})
     read = _reader(dev, shared_perception)
     res = await act.perform(OpenApp("Amazon Music"), point=None, size=SIZE, read_screen=read)
     assert "app drawer" in res.detail, res.detail
@@ -123,11 +123,11 @@ async def test_open_app_from_the_drawer_then_by_the_learnt_package(
 
 
 async def test_open_app_matches_a_misspelt_label_and_a_package_name(
-    sim_device: SimDevice, shared_perception: PerceptionActor,
+    sim_device: SimDevice, shared_perception: PerceptionEngine,
 ) -> None:
     phone = sim_device.phone
     dev = AdbDevice(sim_device.serial)
-    act = ActuatorActor(dev, packages={})
+    act = ActuatorEngine(dev, packages={})
     read = _reader(dev, shared_perception)
     res = await act.perform(OpenApp("Mesages"), point=None, size=SIZE, read_screen=read)
     assert "labelled 'Messages'" in res.detail and phone.foreground().endswith(".messaging")
@@ -138,10 +138,10 @@ async def test_open_app_matches_a_misspelt_label_and_a_package_name(
 
 
 async def test_an_unknown_app_lists_the_closest_labels(
-    sim_device: SimDevice, shared_perception: PerceptionActor,
+    sim_device: SimDevice, shared_perception: PerceptionEngine,
 ) -> None:
     dev = AdbDevice(sim_device.serial)
-    act = ActuatorActor(dev, packages={})
+    act = ActuatorEngine(dev, packages={})
     with pytest.raises(ActionFailed) as err:
         await act.perform(OpenApp("Amazon Video"), point=None, size=SIZE,
                           read_screen=_reader(dev, shared_perception))
@@ -162,7 +162,7 @@ class _FramesSeen(ScriptedPolicy):
 
 @pytest.mark.needs_mosquitto
 async def test_a_failed_open_app_is_followed_by_a_fresh_frame(
-    sim_device: SimDevice, mosquitto: MosquittoBroker, shared_perception: PerceptionActor,
+    sim_device: SimDevice, mosquitto: MosquittoBroker, shared_perception: PerceptionEngine,
 ) -> None:
     """The launcher fallback pressed HOME, swiped and opened the drawer before it failed:
     the next step must see the home screen, not the app it started on."""

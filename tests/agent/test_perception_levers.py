@@ -9,9 +9,9 @@ import msgspec
 import numpy as np
 import pytest
 
-from actors.capture import CaptureActor, Captured
+from actors.capture import Captured, CaptureEngine
 from actors.frames import FrameStore
-from actors.perception import PerceptionActor, PerceptionService
+from actors.perception import PerceptionEngine, PerceptionService
 from actors.planner import ScriptedPolicy
 from actors.priority import PriorityPool
 from actors.rpc import DeviceRegistry
@@ -75,13 +75,13 @@ async def test_a_cancelled_waiter_leaves_the_queue() -> None:
 
 @pytest.mark.needs_adb
 async def test_a_queued_speculative_read_is_dropped_and_grounding_does_not_wait_for_it(
-    sim_device: SimDevice, shared_perception: PerceptionActor,
+    sim_device: SimDevice, shared_perception: PerceptionEngine,
 ) -> None:
     sim_device.phone.open("com.android.settings")
     sim_device.phone.settle()
-    cap = CaptureActor(AdbDevice(sim_device.serial))
+    cap = CaptureEngine(AdbDevice(sim_device.serial))
     first = await cap.capture(episode_id="e", step=1)
-    actor = PerceptionActor(shared_perception.perception, workers=1)
+    actor = PerceptionEngine(shared_perception.perception, workers=1)
     runs = shared_perception.perception.ocr_runs
     before = dict(runs)
     await actor.pool.acquire(urgent=False)  # another phone's read holds the one slot
@@ -114,9 +114,9 @@ async def test_a_queued_speculative_read_is_dropped_and_grounding_does_not_wait_
 
 
 async def test_the_plan_event_drops_the_queued_read_only_when_it_needs_no_text(
-    shared_perception: PerceptionActor,
+    shared_perception: PerceptionEngine,
 ) -> None:
-    actor = PerceptionActor(shared_perception.perception, workers=1)
+    actor = PerceptionEngine(shared_perception.perception, workers=1)
     service = PerceptionService(None, DeviceRegistry(), FrameStore(2), actor)  # type: ignore[arg-type]
     frame = Frame(device="p", episode_id="e", step=3, frame_id="f-1", sha256="f", width=8,
                   height=8, format="png", data=b"")
@@ -146,12 +146,12 @@ async def test_the_plan_event_drops_the_queued_read_only_when_it_needs_no_text(
 @pytest.mark.needs_mosquitto
 @pytest.mark.parametrize("lazy", [True, False])
 async def test_lazy_ocr_reads_no_whole_frame_for_steps_that_read_no_text(
-    sim_device: SimDevice, mosquitto: MosquittoBroker, shared_perception: PerceptionActor,
+    sim_device: SimDevice, mosquitto: MosquittoBroker, shared_perception: PerceptionEngine,
     lazy: bool,
 ) -> None:
     """Open app (by package) and Back read no text: with lazy OCR the only whole-frame read
     is the one Click text needs, and it still grounds."""
-    actor = PerceptionActor()  # its own cache: the frames are new to it
+    actor = PerceptionEngine()  # its own cache: the frames are new to it
     policy = ScriptedPolicy([OpenApp("Settings"), Back(), OpenApp("Settings"),
                              ClickText("Display")])
     run = await run_episode(mosquitto, AdbDevice(sim_device.serial), policy,

@@ -12,7 +12,7 @@ import pytest
 
 from actors.capture import Captured, pixel_sha
 from actors.episode import DeviceAgent
-from actors.perception import PerceptionActor
+from actors.perception import PerceptionEngine
 from actors.perception_remote import PerceptionWorker, RemotePerception, RemoteTimes
 from actors.planner import ScriptedPolicy
 from actors.rpc import ReplyRouter, Requests, new_request_id
@@ -77,7 +77,7 @@ class TracedWorker(PerceptionWorker):
 class Worker:
     """One worker on its own connection, killable (its connection and tasks cancelled)."""
 
-    def __init__(self, broker: MosquittoBroker, engine: PerceptionActor, name: str) -> None:
+    def __init__(self, broker: MosquittoBroker, engine: PerceptionEngine, name: str) -> None:
         self.broker, self.engine, self.name = broker, engine, name
         self.scope = anyio.CancelScope()
         self.actor: TracedWorker | None = None
@@ -113,15 +113,15 @@ async def ground_all(requests: Requests, frames: list[Frame], times: RemoteTimes
 
 
 async def test_two_workers_split_the_requests_and_a_killed_one_loses_none(
-    mosquitto: MosquittoBroker, shared_perception: PerceptionActor,
+    mosquitto: MosquittoBroker, shared_perception: PerceptionEngine,
 ) -> None:
     rgb, (x0, y0, x1, y1) = notes_screen()
     frames = [frame_of(rgb, n) for n in range(16)]
     patient = RemoteTimes(timeout_s=60.0, resend_after_s=50.0)  # no re-send: a clean split
     times = RemoteTimes(timeout_s=60.0, resend_after_s=3.0)
     # one model set (loaded once per test session), a perception pool per worker
-    a = Worker(mosquitto, PerceptionActor(shared_perception.perception), "worker-a")
-    b = Worker(mosquitto, PerceptionActor(shared_perception.perception), "worker-b")
+    a = Worker(mosquitto, PerceptionEngine(shared_perception.perception), "worker-a")
+    b = Worker(mosquitto, PerceptionEngine(shared_perception.perception), "worker-b")
     host: Bus
     async with bus_for(mosquitto, "host") as host, anyio.create_task_group() as tg:
         replies = ReplyRouter(host)
@@ -161,11 +161,11 @@ async def test_two_workers_split_the_requests_and_a_killed_one_loses_none(
 
 
 async def test_ocr_reads_for_capture_go_to_a_worker(
-    mosquitto: MosquittoBroker, shared_perception: PerceptionActor,
+    mosquitto: MosquittoBroker, shared_perception: PerceptionEngine,
 ) -> None:
     rgb, _ = notes_screen()
     frame = frame_of(rgb, 999)
-    w = Worker(mosquitto, PerceptionActor(shared_perception.perception), "worker-ocr")
+    w = Worker(mosquitto, PerceptionEngine(shared_perception.perception), "worker-ocr")
     async with bus_for(mosquitto, "host") as host, anyio.create_task_group() as tg:
         replies = ReplyRouter(host)
         await tg.start(run_actors, host, [replies])
@@ -178,11 +178,11 @@ async def test_ocr_reads_for_capture_go_to_a_worker(
 
 
 async def test_a_request_without_its_frame_is_answered_with_a_clear_error(
-    mosquitto: MosquittoBroker, shared_perception: PerceptionActor,
+    mosquitto: MosquittoBroker, shared_perception: PerceptionEngine,
 ) -> None:
     from actors.rpc import RequestFailed
 
-    w = Worker(mosquitto, PerceptionActor(shared_perception.perception), "worker-err")
+    w = Worker(mosquitto, PerceptionEngine(shared_perception.perception), "worker-err")
     async with bus_for(mosquitto, "host") as host, anyio.create_task_group() as tg:
         replies = ReplyRouter(host)
         await tg.start(run_actors, host, [replies])
@@ -196,7 +196,7 @@ async def test_a_request_without_its_frame_is_answered_with_a_clear_error(
 
 @pytest.mark.needs_adb
 async def test_a_host_without_perception_runs_an_episode_on_workers(
-    sim_device: SimDevice, mosquitto: MosquittoBroker, shared_perception: PerceptionActor,
+    sim_device: SimDevice, mosquitto: MosquittoBroker, shared_perception: PerceptionEngine,
 ) -> None:
     """``agent.perception = "remote"``: the host has no perception service; the episode's
     grounding and capture's OCR reads (ocr_hints) reach a worker with their frame."""
@@ -204,7 +204,7 @@ async def test_a_host_without_perception_runs_an_episode_on_workers(
     sim_device.phone.settle()
     device = AdbDevice(sim_device.serial)
     settings = fast_settings(completion_check=False, ocr_hints=True)
-    w = Worker(mosquitto, PerceptionActor(shared_perception.perception), "worker-e2e")
+    w = Worker(mosquitto, PerceptionEngine(shared_perception.perception), "worker-e2e")
     async with bus_for(mosquitto, "remote-host") as bus, anyio.create_task_group() as tg:
         services = AgentServices(bus, remote_perception=RemoteTimes.of(10.0, 5.0))
         assert services.remote_perception and services.perception_engine is None

@@ -18,10 +18,9 @@ from actors.capture import encode_frame, pixel_sha
 from actors.config import AgentSettings
 from actors.episode import DeviceAgent
 from actors.frames import FrameStore
-from actors.perception import PerceptionActor
+from actors.perception import PerceptionEngine
 from actors.planner import ScriptedPolicy
 from actors.rpc import (
-    DeviceEntry,
     DeviceRegistry,
     ReplyRouter,
     RequestFailed,
@@ -30,7 +29,7 @@ from actors.rpc import (
     ServiceActor,
     new_request_id,
 )
-from actors.services import AgentServices
+from actors.services import AgentServices, DeviceEntry
 from devices.adb import AdbDevice
 from devices.codecs import decode_rgb
 from protocol.messages import (
@@ -153,7 +152,7 @@ async def test_a_duplicate_request_is_served_once(mosquitto: MosquittoBroker) ->
 
 
 async def test_two_phones_at_once_without_cross_talk(
-    mosquitto: MosquittoBroker, sim_fleet: Any, shared_perception: PerceptionActor,
+    mosquitto: MosquittoBroker, sim_fleet: Any, shared_perception: PerceptionEngine,
 ) -> None:
     """Real capture and actuator services on two rendered phones, requests interleaved."""
     fleet: SimFleet = sim_fleet(count=2)
@@ -241,7 +240,7 @@ async def test_two_phones_at_once_without_cross_talk(
 
 
 async def test_a_failing_service_fails_the_episode_with_the_reason(
-    sim_device: SimDevice, mosquitto: MosquittoBroker, shared_perception: PerceptionActor,
+    sim_device: SimDevice, mosquitto: MosquittoBroker, shared_perception: PerceptionEngine,
 ) -> None:
     """The phone's screenshots break: the capture service answers an Error, the episode
     ends failed with that reason instead of hanging."""
@@ -259,7 +258,7 @@ async def test_a_failing_service_fails_the_episode_with_the_reason(
 
 
 async def test_ask_publishes_a_question_and_an_answer_resumes(
-    sim_device: SimDevice, mosquitto: MosquittoBroker, shared_perception: PerceptionActor,
+    sim_device: SimDevice, mosquitto: MosquittoBroker, shared_perception: PerceptionEngine,
 ) -> None:
     serial = sim_device.serial
     questions: list[Question] = []
@@ -286,7 +285,7 @@ async def test_ask_publishes_a_question_and_an_answer_resumes(
 
 
 async def test_frames_stream_between_episodes_for_watch(
-    sim_device: SimDevice, mosquitto: MosquittoBroker, shared_perception: PerceptionActor,
+    sim_device: SimDevice, mosquitto: MosquittoBroker, shared_perception: PerceptionEngine,
 ) -> None:
     settings = fast_settings(stream_interval_s=0.2)
     async with bus_for(mosquitto, "stream-host") as bus, bus_for(mosquitto, "watcher") as watch:
@@ -312,7 +311,7 @@ async def test_frames_stream_between_episodes_for_watch(
 
 
 async def test_without_services_on_the_bus_the_agent_runs_them_in_process(
-    sim_device: SimDevice, shared_perception: PerceptionActor,
+    sim_device: SimDevice, shared_perception: PerceptionEngine,
 ) -> None:
     """A publish-only bus: the loopback services answer; every reply is still an event."""
     events: list[tuple[str, Msg]] = []
@@ -399,7 +398,7 @@ def test_watch_and_the_event_log_read_the_new_kinds() -> None:
 
 
 async def test_each_event_kind_has_one_producer(
-    sim_device: SimDevice, shared_perception: PerceptionActor,
+    sim_device: SimDevice, shared_perception: PerceptionEngine,
 ) -> None:
     """The planner publishes only its own kinds; frames, grounding answers and the launcher
     fallback's reads come from the services, whose replies each answer one request kind.
@@ -479,7 +478,7 @@ async def test_each_event_kind_has_one_producer(
 
 
 async def test_log_lines_inside_an_episode_name_the_device_and_episode(
-    sim_device: SimDevice, shared_perception: PerceptionActor,
+    sim_device: SimDevice, shared_perception: PerceptionEngine,
 ) -> None:
     """Nobody passes device= or episode=: the episode binds them into contextvars once."""
     import io

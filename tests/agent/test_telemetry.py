@@ -13,7 +13,7 @@ import anyio
 import pytest
 
 from actors.episode import DeviceAgent
-from actors.perception import PerceptionActor
+from actors.perception import PerceptionEngine
 from actors.planner import LLMPolicy, RoleSetup
 from actors.services import AgentServices
 from actors.telemetry import TelemetrySettings, Tracing, span_ids
@@ -33,7 +33,7 @@ HEADER_SECRET = "Basic bW9iYWdlbnQ6aHVudGVyMg=="
 
 
 async def traced_episode(broker: MosquittoBroker, device: AdbDevice, policy: Any,
-                         perception: PerceptionActor, tracing: Tracing,
+                         perception: PerceptionEngine, tracing: Tracing,
                          text: str) -> tuple[Any, list[Msg]]:
     events: list[Msg] = []
     settings = fast_settings()
@@ -63,7 +63,7 @@ async def traced_episode(broker: MosquittoBroker, device: AdbDevice, policy: Any
 @pytest.mark.parametrize("via", ["direct", "collector"])
 async def test_an_episode_is_one_trace_with_its_steps_requests_and_llm_calls(
     sim_device: SimDevice, mosquitto: MosquittoBroker, openai_server: OpenAIServer,
-    shared_perception: PerceptionActor, otlp_receiver: OtlpReceiver,
+    shared_perception: PerceptionEngine, otlp_receiver: OtlpReceiver,
     request: pytest.FixtureRequest, via: str,
 ) -> None:
     collector: Collector | None = (request.getfixturevalue("rotel_collector")

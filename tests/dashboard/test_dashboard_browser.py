@@ -20,7 +20,7 @@ import msgspec
 import pytest
 
 from actors.config import AgentConfig, AgentSettings
-from actors.perception import PerceptionActor
+from actors.perception import PerceptionEngine
 from actors.planner import Choice, Completion, Decision, Policy, StepContext
 from devices.discovery import FixedDevices
 from host.oracle import OraclePolicy
@@ -160,7 +160,7 @@ async def test_the_fleet_live_in_chromium(
         return OraclePolicy(tasks[instr.text], fleet.phone(serial))  # type: ignore[arg-type]
 
     host = agent_host(cfg, policy_for, source=FixedDevices(fleet.serials),
-                      perception=PerceptionActor())
+                      perception=PerceptionEngine())
     settings_task, notes_task = tasks.values()
     async with anyio.create_task_group() as tg, \
             fleet_client(parse_broker_url(mosquitto.url)) as client:

@@ -20,7 +20,7 @@ import pytest
 
 from actors.config import AgentSettings
 from actors.episode import DeviceAgent
-from actors.perception import PerceptionActor
+from actors.perception import PerceptionEngine
 from actors.planner import LLMPolicy, RoleSetup, ScriptedPolicy
 from actors.services import AgentServices
 from host.fleet import OFFLINE_REASON, FleetConfig, FleetManager, run_fleet
@@ -56,7 +56,7 @@ async def agent_fleet_host(address: BrokerAddress, serials: list[str], llm: LLMC
     """A host: its bus, the fleet with the agent worker, and the agent services beside it."""
     async with Bus(FAST, address, client_id="agent-fleet-host", persistent=False, codec=CODEC) as bus, \
             anyio.create_task_group() as tg:
-        services = AgentServices(bus, PerceptionActor())
+        services = AgentServices(bus, PerceptionEngine())
         fleet = FleetManager(bus, run_episode=agent_worker(llm, services, settings), host="h1",
                              config=FleetConfig(serials=serials))
         tg.start_soon(lambda: run_fleet(bus, fleet, extra_actors=services.actors()))
@@ -150,7 +150,7 @@ async def test_a_phone_dropped_mid_episode_ends_it_once_with_device_offline(
     def policy_for(_serial: str, instr: Instruction) -> ScriptedPolicy:
         return ScriptedPolicy([Back()] * (50 if instr.id == "doomed" else 1))
 
-    host = agent_host(cfg, policy_for, perception=PerceptionActor())
+    host = agent_host(cfg, policy_for, perception=PerceptionEngine())
     address = parse_broker_url(mosquitto.url)
     async with anyio.create_task_group() as tg, fleet_client(address) as client:
         await tg.start(host.run)

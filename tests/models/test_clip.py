@@ -20,13 +20,12 @@ from models.clip import (
 )
 from models.detector import Proposal
 from models.grounding import (
-    Ambiguous,
-    Grounded,
     IconSettings,
     Perception,
     PerceptionSettings,
     ground_icon_in,
 )
+from protocol.messages import Ambiguous, Grounded
 
 MERGES = ["h e", "l l", "he ll", "hell o</w>", "w o", "r l", "wo rl", "worl d</w>",
           "i c", "ic o", "ico n</w>"]

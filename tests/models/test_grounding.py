@@ -11,9 +11,6 @@ import pytest
 from PIL import Image
 
 from models.grounding import (
-    Ambiguous,
-    Grounded,
-    NotFound,
     Perception,
     TextMatchSettings,
     ground_text_in,
@@ -21,6 +18,7 @@ from models.grounding import (
     normalize,
 )
 from models.ocr import Ocr, OcrLine, OcrResult
+from protocol.messages import Ambiguous, Box, Grounded, NotFound
 from tests.fixtures.data import RicoDev
 from tests.models.conftest import Screen, inside, read_bgr
 
@@ -76,10 +74,19 @@ def ground(lines: list[OcrLine], query: str) -> Grounded | Ambiguous | NotFound:
     return ground_text_in(OcrResult(width=1080, height=1920, lines=tuple(lines)), None, query)
 
 
+# An Ambiguous answer's reason names the kind of its first candidate (ground_text_in).
+KIND_IN_REASON = {"exact": "match exactly", "word": "(the text inside a longer line",
+                  "prefix": "(a line cut short with an ellipsis", "fuzzy": "(a similar text"}
+
+
+def first_kind(result: Ambiguous, kind: str) -> bool:
+    return KIND_IN_REASON[kind] in result.reason
+
+
 def test_exact_line_is_grounded_and_beats_a_word_elsewhere() -> None:
     result = ground([line("Save note", (0, 0, 300, 40), chars=True),
                      line("Save", (0, 900, 100, 940))], "Save")
-    assert isinstance(result, Grounded) and result.method == "exact" and result.point[1] > 900
+    assert isinstance(result, Grounded) and result.source == "exact" and result.point[1] > 900
 
 
 def test_word_in_a_longer_line_is_ambiguous_with_one_marked_candidate() -> None:
@@ -88,8 +95,8 @@ def test_word_in_a_longer_line_is_ambiguous_with_one_marked_candidate() -> None:
     result = ground([line("Save note", (0, 0, 300, 40), chars=True),
                      line("Cancel", (0, 900, 160, 940))], "Save")
     assert isinstance(result, Ambiguous), result
-    assert len(result.candidates) == 1 and result.method == "word"
-    assert result.candidates[0].label == "Save note" and result.candidates[0].point[0] < 150
+    assert len(result.candidates) == 1 and first_kind(result, "word")
+    assert result.candidates[0].text == "Save note" and result.candidates[0].box.center[0] < 150
     assert "uncertain" in result.reason
 
 
@@ -97,7 +104,7 @@ def test_whole_word_with_a_short_rest_stays_grounded() -> None:
     # "Inbox 3" (an unread count) for "Inbox": unique, on word boundaries, rest <= 25 %.
     result = ground([line("Inbox 3", (0, 0, 280, 40), chars=True),
                      line("Sent", (0, 100, 120, 140))], "Inbox")
-    assert isinstance(result, Grounded) and result.method == "word"
+    assert isinstance(result, Grounded) and result.source == "word"
     # but not "10" in "10:30": the rest is as long as the query
     assert isinstance(ground([line("10:30", (0, 0, 200, 40), chars=True)], "10"), Ambiguous)
 
@@ -111,7 +118,7 @@ def test_a_lost_space_next_to_an_icon_counts_as_a_word_boundary() -> None:
                     quad=((0, 0), (chars[-1][2], 0), (chars[-1][2], 40), (0, 40)),
                     char_boxes=tuple(chars))
     result = ground([glued], "Manage Your Tickets")
-    assert isinstance(result, Grounded) and result.method == "word" and result.box[0] >= 80
+    assert isinstance(result, Grounded) and result.source == "word" and result.box.left >= 80
     # the same letters evenly spaced are one word: "Manage..." inside it is not certain
     even = line("QManage Your Tickets", (0, 0, 420, 40), chars=True)
     assert isinstance(ground([even], "Manage Your Tickets"), Ambiguous)
@@ -121,17 +128,17 @@ def test_word_matches_in_several_lines_are_ambiguous() -> None:
     result = ground([line("Open Settings", (0, 0, 300, 40), chars=True),
                      line("Settings saved", (0, 500, 300, 540), chars=True)], "Settings")
     assert isinstance(result, Ambiguous) and len(result.candidates) == 2
-    assert {c.label for c in result.candidates} == {"Open Settings", "Settings saved"}
+    assert {c.text for c in result.candidates} == {"Open Settings", "Settings saved"}
 
 
 def test_fuzzy_match_is_grounded_only_when_strong_and_unique() -> None:
     # one character off in a long word, whole line, nothing else close: Grounded
     strong = ground([line("Notifications", (0, 0, 300, 40)), line("Display", (0, 100, 200, 140))],
                     "Notificatons")
-    assert isinstance(strong, Grounded) and strong.method == "fuzzy"
+    assert isinstance(strong, Grounded) and strong.source == "fuzzy"
     # "Note" vs "Notes" is a different element as often as not: confirm it
     weak = ground([line("Notes", (0, 0, 200, 40)), line("Display", (0, 100, 200, 140))], "Notez")
-    assert isinstance(weak, Ambiguous) and len(weak.candidates) == 1 and weak.method == "fuzzy"
+    assert isinstance(weak, Ambiguous) and len(weak.candidates) == 1 and first_kind(weak, "fuzzy")
     # two lines equally close: both offered
     two = ground([line("Setting", (0, 0, 200, 40)), line("Settings", (0, 300, 200, 340))],
                  "Settinga")
@@ -139,14 +146,14 @@ def test_fuzzy_match_is_grounded_only_when_strong_and_unique() -> None:
     # and a fuzzy window inside a longer line is never certain
     window = ground([line("Open the Bluetoth settings", (0, 0, 500, 40), chars=True)],
                     "Bluetooth")
-    assert isinstance(window, Ambiguous) and window.method == "fuzzy"
+    assert isinstance(window, Ambiguous) and first_kind(window, "fuzzy")
 
 
 def test_several_exact_places_put_the_most_literal_reading_first() -> None:
     result = ground([line("Ticketmaster", (0, 0, 300, 40)), line("ticketmaster@", (0, 500, 300, 540))],
                     "ticketmaster\u00ae")
-    assert isinstance(result, Ambiguous) and result.method == "exact"
-    assert [c.label for c in result.candidates] == ["ticketmaster@", "Ticketmaster"]
+    assert isinstance(result, Ambiguous) and first_kind(result, "exact")
+    assert [c.text for c in result.candidates] == ["ticketmaster@", "Ticketmaster"]
 
 
 def test_accents_are_folded() -> None:
@@ -192,7 +199,7 @@ def test_split_and_stacked_lines_are_joined() -> None:
     stacked = [line("06:00 PM ET", (0, 0, 200, 30)), line("Sun 03/26", (0, 34, 180, 64))]
     result = ground_text_in(OcrResult(width=400, height=400, lines=tuple(stacked)), None,
                             "06:00 PM ET\nSun 03/26")
-    assert isinstance(result, Grounded) and result.box == (0, 0, 200, 64)
+    assert isinstance(result, Grounded) and result.box == Box(0, 0, 200, 64)
 
 
 def test_position_narrows_text_candidates() -> None:
@@ -242,7 +249,7 @@ def test_word_inside_a_line_lands_on_the_word(settings_screen: Screen,
     # the word's own characters (a link inside a sentence), not on the line's centre.
     line_text = "Tap here to turn on Airplane"
     result = perception.ground_text(settings_screen.image, "Airplane")
-    assert isinstance(result, Grounded) and result.method == "word", result
+    assert isinstance(result, Grounded) and result.source == "word", result
     word = settings_screen.word_box((60, 520), line_text, "Airplane", size=52)
     assert inside(result.point, word, slack=8)
     line_box = settings_screen.boxes[line_text][0]
@@ -250,9 +257,9 @@ def test_word_inside_a_line_lands_on_the_word(settings_screen: Screen,
     # A short word inside the line may be another element's label: one uncertain candidate,
     # on the word, marked for the planner to confirm.
     short = perception.ground_text(settings_screen.image, "turn")
-    assert isinstance(short, Ambiguous) and short.method == "word", short
-    assert len(short.candidates) == 1 and short.marked_jpeg and short.candidates[0].crop_png
-    assert inside(short.candidates[0].point,
+    assert isinstance(short, Ambiguous) and first_kind(short, "word"), short
+    assert len(short.candidates) == 1 and short.marked_image and short.candidates[0].crop
+    assert inside(short.candidates[0].box.center,
                   settings_screen.word_box((60, 520), line_text, "turn", size=52), slack=8)
 
 
@@ -260,17 +267,17 @@ def test_many_matches_are_ambiguous_with_one_marked_image(settings_screen: Scree
                                                           perception: Perception) -> None:
     result = perception.ground_text(settings_screen.image, "OK")
     assert isinstance(result, Ambiguous), result
-    assert [c.number for c in result.candidates] == [1, 2]
+    assert [c.index for c in result.candidates] == [1, 2]
     drawn = settings_screen.boxes["OK"]
     for box in drawn:
-        assert any(inside(c.point, box, slack=6) for c in result.candidates)
-    marked = Image.open(io.BytesIO(result.marked_jpeg))
+        assert any(inside(c.box.center, box, slack=6) for c in result.candidates)
+    marked = Image.open(io.BytesIO(result.marked_image))
     assert marked.size == settings_screen.image.size
     # the marks changed the picture around the candidates
     diff = np.abs(np.asarray(marked, dtype=np.int16) - settings_screen.array().astype(np.int16))
     assert diff.max() > 100
     for c in result.candidates:
-        assert Image.open(io.BytesIO(c.crop_png)).size[0] > 0
+        assert Image.open(io.BytesIO(c.crop)).size[0] > 0
 
 
 def test_zero_matches_list_the_closest_texts(settings_screen: Screen,
@@ -310,35 +317,6 @@ def test_perception_counts_its_ocr_reads_by_device_and_kind(settings_screen: Scr
                               ("phone-1", "unchanged"): 1, ("", "full"): 1}
 
 
-@pytest.mark.anyio
-async def test_async_grounding_runs_off_the_loop(settings_screen: Screen,
-                                                 perception: Perception) -> None:
-    result = await perception.aground_text(settings_screen.image, "Wi-Fi", timeout_s=60)
-    assert isinstance(result, Grounded)
-    assert inside(result.point, settings_screen.boxes["Wi-Fi"][0])
-
-
-@pytest.mark.anyio
-async def test_async_grounding_times_out_and_shares_a_limiter(settings_screen: Screen,
-                                                              ocr_engine: Ocr) -> None:
-    import anyio
-
-    fresh = Perception(ocr=ocr_engine)  # no cached OCR for this frame yet
-    with pytest.raises(TimeoutError):
-        await fresh.aground_text(settings_screen.image, "Wi-Fi", timeout_s=0.001)
-    limiter = anyio.CapacityLimiter(1)
-    results: list[object] = []
-
-    async def one(query: str) -> None:
-        results.append(await fresh.aground_text(settings_screen.image, query, timeout_s=60,
-                                                limiter=limiter, device="phone-1"))
-
-    async with anyio.create_task_group() as tg:
-        for q in ("Wi-Fi", "Bluetooth", "OK"):
-            tg.start_soon(one, q)
-    assert sorted(type(r).__name__ for r in results) == ["Ambiguous", "Grounded", "Grounded"]
-
-
 def test_bad_image_input_is_a_clear_error(perception: Perception) -> None:
     from models.ocr import ImageError
 
@@ -372,7 +350,7 @@ def test_text_grounding_on_every_rico_target(rico_dev: RicoDev,
             vis_total += visible
             result = ground_text_in(ocr, None, target["text"])
             point = result.point if isinstance(result, Grounded) else (
-                result.candidates[0].point if isinstance(result, Ambiguous) else None)
+                result.candidates[0].box.center if isinstance(result, Ambiguous) else None)
             ok = point is not None and inside(point, tuple(target["bbox"]))
             hits += ok
             vis_hits += ok and visible
@@ -407,11 +385,11 @@ def test_a_query_of_marks_alone_matches_its_look_alikes() -> None:
     # "•" and "-" normalise to nothing; they are matched on the marks themselves, with
     # look-alikes folded (a bullet drawn as a middle dot, a minus as a dash).
     alone = ground([line("–", (500, 100, 520, 140)), line("Volume", (0, 100, 200, 140))], "-")
-    assert isinstance(alone, Grounded) and alone.method == "exact" and alone.point[0] > 500
+    assert isinstance(alone, Grounded) and alone.source == "exact" and alone.point[0] > 500
     inner = ground([line("Scene4·53d", (0, 0, 200, 40), chars=True)], "•")
-    assert isinstance(inner, Ambiguous) and inner.method == "word"
+    assert isinstance(inner, Ambiguous) and first_kind(inner, "word")
     step = 200 / len("Scene4·53d")
-    assert 6 * step <= inner.candidates[0].point[0] <= 7 * step
+    assert 6 * step <= inner.candidates[0].box.center[0] <= 7 * step
     assert isinstance(ground([line("Volume", (0, 0, 200, 40))], "•"), NotFound)
 
 
@@ -430,20 +408,20 @@ def test_a_separator_bullet_inside_a_line_is_found_on_the_screen(
     text = "Forgot your password? • Privacy policy"
     result = perception.ground_text(cut_short_screen.image, "•")
     assert isinstance(result, Ambiguous), result
-    assert inside(result.candidates[0].point,
+    assert inside(result.candidates[0].box.center,
                   cut_short_screen.word_box((60, 200), text, "•", size=44), slack=20)
 
 
 def test_an_ellipsized_line_matches_the_start_of_the_query(
         cut_short_screen: Screen, perception: Perception) -> None:
     long = perception.ground_text(cut_short_screen.image, "Snapdragon Profiler - arm64_v8a")
-    assert isinstance(long, Grounded) and long.method == "prefix", long
+    assert isinstance(long, Grounded) and long.source == "prefix", long
     assert inside(long.point, cut_short_screen.boxes["Snapdragon Profiler - arm…"][0])
     # too little of the query is left to be sure: the planner confirms it
     short = perception.ground_text(cut_short_screen.image, "Apr 7, 2022")
-    assert isinstance(short, Ambiguous) and short.method == "prefix", short
+    assert isinstance(short, Ambiguous) and first_kind(short, "prefix"), short
     assert "ellipsis" in short.reason
-    assert inside(short.candidates[0].point, cut_short_screen.boxes["Apr 7..."][0])
+    assert inside(short.candidates[0].box.center, cut_short_screen.boxes["Apr 7..."][0])
     # a line without an ellipsis is no prefix of anything
     assert isinstance(perception.ground_text(cut_short_screen.image, "Downloads folder"),
                       Ambiguous | NotFound)
@@ -454,15 +432,15 @@ def test_an_ellipsized_line_matches_the_start_of_the_query(
 def test_a_word_read_with_confusables_is_still_found_inside_a_line() -> None:
     # "Issues" read "lssues 131" (a tab with its count): the I/l fold finds the word
     result = ground([line("lssues 131", (0, 0, 300, 40), chars=True)], "Issues")
-    assert isinstance(result, Grounded) and result.method == "word"
-    assert result.box[2] <= 200  # the word's characters, not the count
+    assert isinstance(result, Grounded) and result.source == "word"
+    assert result.box.right <= 200  # the word's characters, not the count
 
 
 def test_several_word_matches_put_the_shortest_line_first_and_say_so() -> None:
     result = ground([line("Click on top right + to add a list", (0, 0, 700, 40), chars=True),
                      line("+ Add", (0, 900, 120, 940), chars=True)], "Add")
-    assert isinstance(result, Ambiguous) and result.method == "word"
-    assert [c.label for c in result.candidates] == ["+ Add", "Click on top right + to add a list"]
+    assert isinstance(result, Ambiguous) and first_kind(result, "word")
+    assert [c.text for c in result.candidates] == ["+ Add", "Click on top right + to add a list"]
     assert "shortest line holding it first" in result.reason
 
 

@@ -7,8 +7,9 @@ import numpy as np
 import pytest
 
 from models.detector import OpenCvProposer, Proposal
-from models.grounding import Ambiguous, Grounded, NotFound, Perception, ground_icon_in
+from models.grounding import Perception, ground_icon_in
 from models.icons import IconScores, MaterialIconMatcher, load_codepoints
+from protocol.messages import Ambiguous, Grounded, NotFound
 from tests.fixtures.data import RicoDev
 from tests.models.conftest import Screen, inside, read_bgr
 
@@ -83,7 +84,7 @@ def test_icon_grounding_on_a_drawn_screen(matcher: MaterialIconMatcher, toolbar_
         assert inside(result.point, drawn[target], slack=6)
     else:  # never a wrong confident pick; when unsure, the right icon is among the marks
         assert isinstance(result, Ambiguous), result
-        assert any(inside(c.point, drawn[target], slack=6) for c in result.candidates)
+        assert any(inside(c.box.center, drawn[target], slack=6) for c in result.candidates)
 
 
 def test_most_drawn_icons_are_picked_confidently(matcher: MaterialIconMatcher, toolbar_screen: tuple[
@@ -113,7 +114,7 @@ def test_icon_grounding_edge_cases(matcher: MaterialIconMatcher) -> None:
     # no icon name fits: the candidates are marked for the planner, never a guess
     result = ground_icon_in(blank, props, "Team Logo", matcher)
     assert isinstance(result, Ambiguous) and len(result.candidates) == 2
-    assert all(c.point[1] > 100 for c in result.candidates)
+    assert all(c.box.center[1] > 100 for c in result.candidates)
     # blank crops never produce a confident match
     assert not isinstance(ground_icon_in(blank, props, "search", matcher), Grounded)
     # a position with nothing in it falls back to the whole screen, and says so
@@ -141,7 +142,7 @@ def test_matcher_on_rico_descriptions(rico_dev: RicoDev, matcher: MaterialIconMa
                 wrong += not inside(result.point, box)
             elif isinstance(result, Ambiguous):
                 marked += 1
-                marked_right += any(inside(c.point, box) for c in result.candidates)
+                marked_right += any(inside(c.box.center, box) for c in result.candidates)
     print(f"\nicon matcher on rico-dev: {queries} queries, grounded right {right}, wrong {wrong}, "
           f"ambiguous {marked} (right one marked in {marked_right})")
     assert queries >= 20

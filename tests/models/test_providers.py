@@ -72,10 +72,10 @@ def test_a_session_that_silently_lost_cuda_is_an_error() -> None:
 
 
 def test_a_host_asking_for_missing_cuda_stops_with_a_config_error() -> None:
-    from actors.perception import PerceptionActor
+    from actors.perception import PerceptionEngine
     from runtime.config import ConfigError
 
     if CUDA in ort.get_available_providers():
         pytest.skip("this onnxruntime has CUDA")
     with pytest.raises(ConfigError, match="CUDAExecutionProvider"):
-        PerceptionActor(settings=PerceptionSettings(providers=(CUDA, CPU)))
+        PerceptionEngine(settings=PerceptionSettings(providers=(CUDA, CPU)))

@@ -11,8 +11,9 @@ from typing import Any
 
 import pytest
 
-from models.grounding import Ambiguous, Grounded, NotFound, Perception
+from models.grounding import Perception
 from models.ocr import Ocr
+from protocol.messages import Ambiguous, Grounded, NotFound
 from tests.models.conftest import inside
 
 phone_mod = pytest.importorskip("sim.phone.phone", reason="the simulated phone is not available")
@@ -55,7 +56,7 @@ def test_text_grounding_on_sim_screens(sim_frames: list[tuple[Any, list[Any]]],
             total += 1
             result = perception.ground_text(image, text)
             point = result.point if isinstance(result, Grounded) else (
-                result.candidates[0].point if isinstance(result, Ambiguous) else None)
+                result.candidates[0].box.center if isinstance(result, Ambiguous) else None)
             right += point is not None and inside(point, (x0, y0, x1, y1))
     print(f"\ntext grounding on sim screens: {right}/{total}")
     assert total >= 20 and right >= 0.9 * total

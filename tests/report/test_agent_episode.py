@@ -34,7 +34,7 @@ class RecorderBus:
 async def test_real_episode_renders(tmp_path: Path, sim_fleet: Any) -> None:
     from actors.config import AgentSettings
     from actors.episode import DeviceAgent
-    from actors.perception import PerceptionActor
+    from actors.perception import PerceptionEngine
     from actors.planner import ScriptedPolicy
     from devices.adb import AdbDevice
 
@@ -45,7 +45,7 @@ async def test_real_episode_renders(tmp_path: Path, sim_fleet: Any) -> None:
     bus.recorder = Recorder(bus, run)
     ops: list[Operation] = [OpenApp("Settings"), ClickText("Network & internet"), Back()]
     agent = DeviceAgent(bus, AdbDevice(serial), settings=AgentSettings(settle_s=0.05),
-                        perception=PerceptionActor(),
+                        perception=PerceptionEngine(),
                         policy_for=lambda instr: ScriptedPolicy(ops))
     outcome = await agent.run_episode(Instruction(
         id="i-e2e", text="Open Settings, then <i>Network & internet</i>", device=serial,

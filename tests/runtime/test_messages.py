@@ -46,7 +46,7 @@ def test_decoding_accepts_either_encoding() -> None:
 
 
 def test_kinds_are_unique_and_snake_case() -> None:
-    # 20 + Question, three request kinds, the planner's Choice, note, progress, the
+    # 20 + Question, three request kinds, the planner's Chosen, note, progress, the
     # remote OCR read and its answer, and the watchers' Screen
     assert len(KINDS) == 30
     assert all(k == k.lower() and " " not in k for k in KINDS)
