@@ -377,11 +377,15 @@ def _adb_keyboard(ctx: Ctx, action: str, extras: dict[str, str]) -> None:
         phone.key(KEY_DEL)
 
 
+_PACKAGE = re.compile(r"[A-Za-z]\w*(?:\.\w+)+")
+_NO_VALUE = {"--brief", "--components", "-W", "-S", "-R"}  # options that take no value
+
+
 def _intent_package(args: list[str]) -> str | None:
-    """The package an intent names: `-p PKG`, or a bare last word after the options."""
+    """The package an intent names: `-p PKG`, or a package name last, after the options."""
     pkg = _flag(args, "-p")
-    if pkg is None and args and not args[-1].startswith("-") and "/" not in args[-1] \
-            and (len(args) == 1 or not args[-2].startswith("-")):
+    if pkg is None and args and _PACKAGE.fullmatch(args[-1]) \
+            and (len(args) == 1 or not args[-2].startswith("-") or args[-2] in _NO_VALUE):
         pkg = args[-1]
     return pkg
 
@@ -499,7 +503,9 @@ def cmd_pm(ctx: Ctx, args: list[str]) -> int:
         flags = {a for a in args[2:] if a.startswith("-")}
         words = [a for a in args[2:] if not a.startswith("-")]
         apps = set(system.packages(phone))
-        system_pkgs = set(SYSTEM_PACKAGES) | {p for p in apps if p.startswith(("com.android.", "com.google."))}
+        launcher = system.profile(phone).launcher_package
+        system_pkgs = set(SYSTEM_PACKAGES) | {
+            p for p in apps if p.startswith(("com.android.", "com.google.")) or p == launcher}
         if "-3" in flags:
             listed = apps - system_pkgs
         elif "-s" in flags:
@@ -548,8 +554,7 @@ def cmd_ime(ctx: Ctx, args: list[str]) -> int:
                         f"    ServiceInfo:\n      name={svc}\n      packageName={pkg}\n")
         return 0
     if args[:1] == ["set"] and len(args) == 2:
-        if args[1] in system.enabled_imes(phone) and phone.set_ime(args[1]):
-            st.ime_set_at = time.monotonic()
+        if system.select_ime(phone, args[1]):
             ctx.out(f"Input method {args[1]} selected for user #0\n")
             return 0
         ctx.err(f"Unknown input method {args[1]} cannot be selected for user #0\n")
@@ -584,8 +589,7 @@ def cmd_settings(ctx: Ctx, args: list[str]) -> int:
         return 0
     if len(args) == 4 and args[0] == "put" and args[1] in ("system", "secure", "global"):
         if args[1:3] == ["secure", "default_input_method"]:
-            if args[3] in system.enabled_imes(phone) and phone.set_ime(args[3]):
-                phone.device_state.ime_set_at = time.monotonic()
+            system.select_ime(phone, args[3])
         elif args[1:3] == ["secure", "enabled_input_methods"] and \
                 phone.device_state.adb_keyboard != "absent":
             on = ADB_KEYBOARD in args[3].split(":")
@@ -626,15 +630,14 @@ def cmd_dumpsys(ctx: Ctx, args: list[str]) -> int:
         )
         return 0
     if args[:1] == ["activity"]:
-        focus = system.app_component(phone)
-        pkg, _, cls = focus.partition("/")
-        short = cls[len(pkg):] if cls.startswith(pkg + ".") else cls
+        short = system.short_component(system.app_component(phone))
         if args[1:2] == ["top"]:
-            ctx.out(f"TASK {pkg} id=12 userId=0\n  ACTIVITY {pkg}/{short} 8e7f6a5 pid=4321\n")
+            ctx.out(f"TASK {short.partition('/')[0]} id=12 userId=0\n"
+                    f"  ACTIVITY {short} 8e7f6a5 pid=4321\n")
         else:
             ctx.out("ACTIVITY MANAGER ACTIVITIES (dumpsys activity activities)\n"
-                    f"  mResumedActivity: ActivityRecord{{8e7f6a5 u0 {pkg}/{short} t12}}\n"
-                    f"  ResumedActivity: ActivityRecord{{8e7f6a5 u0 {pkg}/{short} t12}}\n")
+                    f"  mResumedActivity: ActivityRecord{{8e7f6a5 u0 {short} t12}}\n"
+                    f"  ResumedActivity: ActivityRecord{{8e7f6a5 u0 {short} t12}}\n")
         return 0
     if not args:
         ctx.out("Currently running services:\n  SurfaceFlinger\n  activity\n  display\n"

@@ -87,13 +87,14 @@ def packages(phone: Phone) -> list[str]:
 
 def resolve_activity(phone: Phone, category: str | None, package: str | None) -> str | None:
     """The component an intent resolves to, or None: HOME -> the launcher; a package ->
-    its launcher activity."""
-    if category == HOME_CATEGORY and package in (None, home_component(phone).partition("/")[0]):
-        return home_component(phone)
-    if package is None or package not in packages(phone):
+    its launcher activity (the launcher's is HOME's)."""
+    home = home_component(phone)
+    if package is None:
+        return home if category == HOME_CATEGORY else None
+    if package == home.partition("/")[0]:
+        return home
+    if package not in packages(phone) or category == HOME_CATEGORY:
         return None
-    if package == profile(phone).launcher_package:
-        return home_component(phone)
     return phone.launcher_activity(package)
 
 
@@ -108,6 +109,14 @@ def installed_imes(phone: Phone) -> list[str]:
 def enabled_imes(phone: Phone) -> list[str]:
     on = phone.device_state.adb_keyboard == "enabled"
     return [i for i in phone.imes() if on or i != ADB_KEYBOARD]
+
+
+def select_ime(phone: Phone, ime: str) -> bool:
+    """`ime set` / `settings put secure default_input_method`: only an enabled one."""
+    if ime not in enabled_imes(phone) or not phone.set_ime(ime):
+        return False
+    phone.device_state.ime_set_at = time.monotonic()
+    return True
 
 
 def adb_keyboard_listening(phone: Phone) -> bool:
@@ -318,14 +327,17 @@ def window_policy(phone: Phone) -> str:
                          interactive="AWAKE" if st.awake else "SLEEP")
 
 
-# The default phone's own `dumpsys window` (what the simulator always printed).
-SIM_WINDOWS = """WINDOW MANAGER WINDOWS (dumpsys window windows)
+# The default phone's own `dumpsys window` (what the simulator always printed): one window,
+# then the focus lines. Android 10 has the same layout, its task a `stackId` (rootTaskId came
+# with Android 12) and its mFocusedApp an AppWindowToken
+# (https://github.com/openatx/uiautomator2/issues/200).
+ONE_WINDOW = """WINDOW MANAGER WINDOWS (dumpsys window windows)
   Window #0 Window{{5a1b2c3 u0 {app}}}:
-    mDisplayId=0 rootTaskId=1 mSession=Session{{7c9d2e1 1234:u0a10123}} mClient=android.os.BinderProxy@1f2e3d4
+    mDisplayId=0 {task}=1 mSession=Session{{7c9d2e1 1234:u0a10123}} mClient=android.os.BinderProxy@1f2e3d4
     mHasSurface=true isReadyForDisplay()=true mWindowRemovalAllowed=false
 
   mCurrentFocus=Window{{5a1b2c3 u0 {focus}}}
-  mFocusedApp=ActivityRecord{{8e7f6a5 u0 {app} t12}}
+  mFocusedApp={focused_app}
 """
 
 # Android 13/14 `dumpsys window windows`: Window #N blocks and no focus line; the block of
@@ -340,12 +352,6 @@ A13_WINDOW = """  Window #{n} Window{{{wid} u0 {title}}}:
     Requested w={w} h={h} mLayoutSeq=471
     mViewVisibility=0x0 mHaveFrame=true mObscured=false
 """
-
-# Android 10 `dumpsys window windows`: the focus lines after the windows; mFocusedApp as
-# an AppWindowToken (https://github.com/openatx/uiautomator2/issues/200).
-A10_FOCUS = ("\n  mCurrentFocus=Window{{5a1b2c3 u0 {focus}}}\n"
-             "  mFocusedApp=AppWindowToken{{422df168 token=Token{{422def98 "
-             "ActivityRecord{{8e7f6a5 u0 {short} t12}}}}}}\n")
 
 # Android 13/14 `dumpsys window displays`: a block per display with its focus lines (a
 # foldable prints one pair per display, the idle one null: appium/appium-adb@8eea1a84:
@@ -390,13 +396,15 @@ def dumpsys_window(phone: Phone, section: str | None) -> str:
     form = profile(phone).window_form
     if section == "policy":
         return window_policy(phone)
+    app, focus = app_component(phone), focus_window(phone)
     if form == "sim":
-        text = SIM_WINDOWS.format(app=app_component(phone), focus=focus_window(phone))
+        text = ONE_WINDOW.format(app=app, task="rootTaskId", focus=focus,
+                                 focused_app=f"ActivityRecord{{8e7f6a5 u0 {app} t12}}")
         return text + (window_policy(phone) if section is None else "")
     if form == "a10":
-        app = app_component(phone)
-        windows = SIM_WINDOWS.split("\n\n")[0].format(app=app) + "\n" + \
-            A10_FOCUS.format(focus=focus_window(phone), short=short_component(app))
+        token = ("AppWindowToken{422df168 token=Token{422def98 "
+                 f"ActivityRecord{{8e7f6a5 u0 {short_component(app)} t12}}}}}}")
+        windows = ONE_WINDOW.format(app=app, task="stackId", focus=focus, focused_app=token)
         parts = {"windows": windows, "displays": DISPLAYS_HEADER}
     else:
         parts = {"windows": _windows_a13(phone), "displays": _displays_a13(phone)}

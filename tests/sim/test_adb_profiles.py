@@ -76,6 +76,9 @@ def test_profile_identity_and_system_outputs(profiled: Callable[..., Profiled], 
                    "-c android.intent.category.LAUNCHER com.mobagent.notes")
     assert adb_output.launcher_component(full) == "com.mobagent.notes/com.mobagent.notes.MainActivity"
     assert d.shell("cmd package resolve-activity --brief com.nope.app") == "No activity found"
+    assert d.shell("cmd package resolve-activity --brief --user 0 com.mobagent.notes").splitlines() \
+        == ["priority=0 preferredOrder=0 match=0x108000 specificIndex=-1 isDefault=false",
+            "com.mobagent.notes/.MainActivity"]
     section = "windows" if p.window_form == "a10" else "displays"
     focus = d.shell(f"dumpsys window {section}")
     assert "mCurrentFocus=Window{" in focus
