@@ -11,7 +11,7 @@ import pytest
 
 from devices import adb_output
 from sim.fleet import RESERVED_PORTS, SimFleet
-from sim.phone_api import DeviceState
+from sim.phone_api import DeviceState, Faults
 from sim.profiles import PROFILES
 from sim.stand_in import RecordingPhone, recording_phone
 from tests.fixtures.adb import AdbServer, import_sim_phone
@@ -173,3 +173,13 @@ def test_fleet_of_device_profiles_on_real_phones(adb_server: AdbServer) -> None:
         first.device_state.awake = False
         assert adb_output.wakefulness(fleet.device(fleet.serials[0]).shell("dumpsys power")) == "asleep"
         assert adb_output.wakefulness(fleet.device(fleet.serials[1]).shell("dumpsys power")) == "awake"
+
+
+def test_fleet_of_unauthorized_phones_then_allowed(adb_server: AdbServer) -> None:
+    with SimFleet(1, adb_port=adb_server.port, phone_factory=recording_phone,
+                  faults=Faults(unauthorized=True)) as fleet:
+        serial = fleet.serials[0]
+        assert fleet.state(serial) == "unauthorized"
+        fleet.phone(serial).faults.unauthorized = False  # the owner taps "Allow"
+        fleet.restart(serial)
+        assert fleet.state(serial) == "device"
