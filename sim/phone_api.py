@@ -90,8 +90,6 @@ class DeviceInfo:
     def for_profile(cls, serial: str, profile: DeviceProfile | str) -> DeviceInfo:
         """The info of a phone answering as ``profile`` (its name or itself)."""
         p = profile_named(profile) if isinstance(profile, str) else profile
-        if p is SIM:
-            return cls(serial=serial)
         return cls(serial=serial, product_name=p.product, model=p.model, device=p.device,
                    width=p.width, height=p.height, density=p.density, sdk=p.sdk,
                    release=p.release, profile=p)

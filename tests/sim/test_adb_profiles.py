@@ -273,3 +273,23 @@ def test_settings_put_keyboards(profiled: Callable[..., Profiled]) -> None:
     assert ph.phone.device_state.adb_keyboard == "enabled"
     d.shell(f"settings put secure default_input_method {ADB_KEYBOARD}")
     assert d.shell("settings get secure default_input_method") == ADB_KEYBOARD
+
+
+def test_default_phone_answers_as_before() -> None:
+    """The `sim` profile: today's DeviceInfo and today's `dumpsys window windows`, word for word."""
+    from sim.adb.commands import DeviceShell
+    from sim.adb.fs import VirtualFS
+
+    assert DeviceInfo.for_profile("a", "sim") == DeviceInfo("a")
+    phone = RecordingPhone(DeviceInfo("a"))
+    focus = phone.focus
+    out = DeviceShell(phone, VirtualFS()).run("dumpsys window windows").stdout.decode()
+    assert out == (
+        "WINDOW MANAGER WINDOWS (dumpsys window windows)\n"
+        f"  Window #0 Window{{5a1b2c3 u0 {focus}}}:\n"
+        "    mDisplayId=0 rootTaskId=1 mSession=Session{7c9d2e1 1234:u0a10123} "
+        "mClient=android.os.BinderProxy@1f2e3d4\n"
+        "    mHasSurface=true isReadyForDisplay()=true mWindowRemovalAllowed=false\n"
+        "\n"
+        f"  mCurrentFocus=Window{{5a1b2c3 u0 {focus}}}\n"
+        f"  mFocusedApp=ActivityRecord{{8e7f6a5 u0 {focus} t12}}\n")
