@@ -553,6 +553,10 @@ def cmd_ime(ctx: Ctx, args: list[str]) -> int:
                 ctx.out(f"{ime}:\n  mId={ime} mSettingsActivity=null\n  Service:\n"
                         f"    ServiceInfo:\n      name={svc}\n      packageName={pkg}\n")
         return 0
+    refused = system.ime_change_refused(phone) if args[:1] in (["set"], ["enable"]) else None
+    if refused is not None:
+        ctx.err(refused)
+        return 255
     if args[:1] == ["set"] and len(args) == 2:
         if system.select_ime(phone, args[1]):
             ctx.out(f"Input method {args[1]} selected for user #0\n")

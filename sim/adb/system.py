@@ -234,11 +234,29 @@ INJECT_EVENTS_DENIED = (
 )
 
 
+# ... and `ime enable/set` fail on the secure setting they write. The form of
+# https://github.com/zai-org/Open-AutoGLM/issues/106 (`ime` refused the same permission).
+SECURE_SETTINGS_DENIED = (
+    "Exception occurred while executing 'ime':\n"
+    "java.lang.SecurityException: uid 2000 does not have "
+    "android.permission.WRITE_SECURE_SETTINGS.\n"
+    "\tat android.app.ContextImpl.enforce(ContextImpl.java:2187)\n"
+    "\tat android.app.ContextImpl.enforceCallingPermission(ContextImpl.java:2205)\n"
+)
+
+
+def _security_switch_off(phone: Phone) -> bool:
+    return profile(phone).needs_usb_security and not phone.device_state.usb_security
+
+
 def input_refused(phone: Phone, command: str) -> str | None:
     """The error `input COMMAND` prints on this phone, or None when input is allowed."""
-    if profile(phone).needs_usb_security and not phone.device_state.usb_security:
-        return INJECT_EVENTS_DENIED.format(command=command)
-    return None
+    return INJECT_EVENTS_DENIED.format(command=command) if _security_switch_off(phone) else None
+
+
+def ime_change_refused(phone: Phone) -> str | None:
+    """The error `ime enable/set` prints on this phone, or None when it may."""
+    return SECURE_SETTINGS_DENIED if _security_switch_off(phone) else None
 
 
 # ---- frames ------------------------------------------------------------------------------

@@ -140,7 +140,12 @@ def test_xiaomi_refuses_input_until_its_security_switch(profiled: Callable[..., 
     assert failure is not None and failure.kind == "inject_events_permission"
     status, _ = ph.run("input keyevent 4")
     assert status == 255 and ph.phone.calls == []
+    status, out = ph.run(f"ime set {ADB_KEYBOARD}")
+    failure = adb_output.shell_failure(out, status)
+    assert status == 255 and failure is not None and failure.kind == "secure_settings_permission"
+    assert ph.phone.ime != ADB_KEYBOARD
     ph.phone.device_state.usb_security = True
+    assert ph.run(f"ime set {ADB_KEYBOARD}")[0] == 0
     assert ph.run("input tap 10 20")[0] == 0
     assert ph.phone.calls_of("tap") == [(10, 20)]
 
