@@ -89,8 +89,8 @@ PROFILES: dict[str, DeviceProfile] = {p.name: p for p in (
         samsung_power=True),
     DeviceProfile(
         name="xiaomi-hyperos",
-        summary="Xiaomi 14 on HyperOS (Android 14): input refused until USB debugging "
-                "(Security settings) is on",
+        summary="Xiaomi 14 on HyperOS (Android 14): input and ime set refused until USB "
+                "debugging (Security settings) is on",
         manufacturer="Xiaomi", brand="Xiaomi", model="23127PN0CG", device="houji",
         sdk=34, release="14", width=1200, height=2670, density=480,
         launcher="com.miui.home/.launcher.Launcher", needs_usb_security=True),
