@@ -15,10 +15,12 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from runtime.cli import whole_number
+from sim.capture import USB2_BYTES_PER_S, CaptureCost, UsbHub
 from sim.fleet import FleetError, PhoneFactory, SimFleet, adb_server_port
-from sim.phone_api import LatencyProfile
+from sim.phone_api import IME_WARMUP_S, DeviceState, Faults, LatencyProfile
+from sim.profiles import PROFILES
 
-PROFILES = ("instant", "realistic")
+LATENCY_PROFILES = ("instant", "realistic")
 MAX_COUNT = 64
 
 
@@ -32,13 +34,48 @@ def _millis(text: str) -> float:
     return ms
 
 
+def _device_profiles(text: str) -> list[str]:
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    unknown = [n for n in names if n not in PROFILES]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(
+            f"unknown device profile {', '.join(unknown) or text!r} (one of {', '.join(PROFILES)})")
+    return names
+
+
+def _bytes_per_s(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"not a positive number of bytes per second: {text!r}")
+    return value
+
+
 def latency_from_args(args: argparse.Namespace) -> LatencyProfile:
     profile = LatencyProfile.named(args.profile)
     if args.screencap_ms is not None:
         profile.screencap_s = args.screencap_ms / 1000
     if args.input_ms is not None:
         profile.input_s = args.input_ms / 1000
+    if args.capture_cost == "usb2":  # one hub: the phones of the fleet share it
+        profile.capture = CaptureCost.usb2(UsbHub(args.usb_bytes_per_s))
     return profile
+
+
+def state_from_args(args: argparse.Namespace) -> DeviceState:
+    return DeviceState(awake=not args.asleep, locked=args.locked or args.pin is not None,
+                       pin=args.pin, adb_keyboard=args.adb_keyboard,
+                       usb_security=args.usb_security)
+
+
+def faults_from_args(args: argparse.Namespace) -> Faults:
+    return Faults(unauthorized=args.unauthorized, ime_warmup_s=args.ime_warmup_ms / 1000)
+
+
+def _profiles_help() -> str:
+    return "; ".join(f"{p.name}: {p.summary}" for p in PROFILES.values())
 
 
 def register(subparsers: Any) -> None:
@@ -51,13 +88,45 @@ def register(subparsers: Any) -> None:
     p.add_argument("--count", type=whole_number(1, MAX_COUNT, "count"), default=1, help="number of phones (default 1)")
     p.add_argument("--seed", type=whole_number(0, what="seed"), default=0,
                    help="perturbation seed; 0 is the canonical layout (default 0)")
-    p.add_argument("--profile", choices=PROFILES, default="instant",
-                   help="latency profile (default instant; realistic: screencap 250 ms, "
-                        "input 50 ms)")
+    p.add_argument("--profile", choices=LATENCY_PROFILES, default="instant",
+                   help="latency profile, how slow each command is (default instant; "
+                        "realistic: screencap 250 ms, input 50 ms); which phone it is: "
+                        "--device-profile")
     p.add_argument("--screencap-ms", type=_millis, default=None,
                    help="override the profile's screencap delay")
     p.add_argument("--input-ms", type=_millis, default=None,
                    help="override the profile's input delay")
+    phone = p.add_argument_group("which phone, in which state (every phone of the fleet)")
+    phone.add_argument("--device-profile", type=_device_profiles, default=["sim"],
+                       metavar="NAME[,NAME...]",
+                       help="the real phone each answers as, its outputs in that phone's "
+                            "form; several names are given to the phones in turn "
+                            f"(default sim). {_profiles_help()}")
+    phone.add_argument("--asleep", action="store_true",
+                       help="screen off: black frames until KEYCODE_WAKEUP or POWER")
+    phone.add_argument("--locked", action="store_true",
+                       help="keyguard up: a swipe up, MENU or `wm dismiss-keyguard` dismisses it")
+    phone.add_argument("--pin", default=None,
+                       help="locked with this PIN: the keyguard stays until it is typed")
+    phone.add_argument("--adb-keyboard", choices=("enabled", "disabled", "absent"),
+                       default="enabled",
+                       help="the ADB Keyboard: enabled (default), installed but disabled, "
+                            "or not installed")
+    phone.add_argument("--ime-warmup-ms", type=_millis, nargs="?", default=0.0,
+                       const=IME_WARMUP_S * 1000,
+                       help="the ADB Keyboard drops broadcasts this long after `ime set` "
+                            f"(given alone: {IME_WARMUP_S * 1000:.0f} ms; default 0)")
+    phone.add_argument("--usb-security", action="store_true",
+                       help="Xiaomi's USB debugging (Security settings) is on "
+                            "(xiaomi-hyperos refuses `input` without it)")
+    phone.add_argument("--unauthorized", action="store_true",
+                       help="adbd answers with AUTH: `adb devices` lists it unauthorized")
+    phone.add_argument("--capture-cost", choices=("off", "usb2"), default="off",
+                       help="charge a real phone's screenshot cost: PNG/raw encode time per "
+                            "pixel and one USB hub's bandwidth shared by the fleet "
+                            "(default off)")
+    phone.add_argument("--usb-bytes-per-s", type=_bytes_per_s, default=USB2_BYTES_PER_S,
+                       help=f"the hub's bandwidth with --capture-cost (default {USB2_BYTES_PER_S})")
     p.set_defaults(func=lambda args: run_fleet(args))
     sub = p.add_subparsers(dest="sim_command", metavar="{screenshot}")
     shot = sub.add_parser("screenshot", help="save a phone's screen as PNG, through adb",
@@ -76,7 +145,9 @@ def run_fleet(args: argparse.Namespace, *, phone_factory: PhoneFactory | None = 
     try:
         try:
             fleet = SimFleet(args.count, seed=args.seed, profile=latency_from_args(args),
-                             phone_factory=phone_factory).start()
+                             phone_factory=phone_factory,
+                             device_profile=args.device_profile,
+                             state=state_from_args(args), faults=faults_from_args(args)).start()
         except (FleetError, ValueError, OSError) as e:
             print(f"mobagent sim: {e}", file=sys.stderr)
             return 1
@@ -84,7 +155,8 @@ def run_fleet(args: argparse.Namespace, *, phone_factory: PhoneFactory | None = 
             for member in fleet:
                 print(member.serial, file=out, flush=True)
             print(f"{len(fleet)} simulated phone(s) on adb server port {fleet.adb_port} "
-                  f"(profile {args.profile}, seed {args.seed}); Ctrl-C stops them",
+                  f"(profile {args.profile}, device profile "
+                  f"{','.join(args.device_profile)}, seed {args.seed}); Ctrl-C stops them",
                   file=sys.stderr, flush=True)
             while not stop.wait(0.5):
                 pass

@@ -15,14 +15,15 @@ import shutil
 import socket
 import subprocess
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from types import TracebackType
 from typing import TYPE_CHECKING
 
 from devices.adb import adb_server_port as _adb_server_port
 from sim.adb.server import SimAdbServer
-from sim.phone_api import DeviceInfo, LatencyProfile, Phone
+from sim.phone_api import DeviceInfo, DeviceState, Faults, LatencyProfile, Phone
+from sim.profiles import DeviceProfile, profile_named
 
 if TYPE_CHECKING:
     import adbutils
@@ -111,18 +112,31 @@ class FleetPhone:
 
 
 class SimFleet:
-    """`with SimFleet(8) as fleet: fleet.serials` — phones up and connected to adb."""
+    """`with SimFleet(8) as fleet: fleet.serials` — phones up and connected to adb.
+
+    ``profile`` is the latency profile; ``device_profile`` which real phone each answers
+    as (one name, or one per phone, cycled: a mixed fleet); ``state`` and ``faults`` are
+    copied to every phone (each may be changed alone later through ``fleet.phone``)."""
 
     def __init__(self, count: int, *, seed: int = 0, profile: str | LatencyProfile = "instant",
                  adb_port: int | None = None, base_port: int | None = None,
                  phone_factory: PhoneFactory | None = None,
-                 connect_timeout: float = 15.0) -> None:
+                 connect_timeout: float = 15.0,
+                 device_profile: str | DeviceProfile | Sequence[str | DeviceProfile] = "sim",
+                 state: DeviceState | None = None, faults: Faults | None = None) -> None:
         if count < 1:
             raise ValueError(f"count must be at least 1, not {count}")
         if seed < 0:
             raise ValueError(f"seed must be >= 0, not {seed}")
         # a name (ValueError if unknown) or a tuned profile
         self.latency = LatencyProfile.named(profile) if isinstance(profile, str) else profile
+        wanted = [device_profile] if isinstance(device_profile, (str, DeviceProfile)) \
+            else list(device_profile)
+        if not wanted:
+            raise ValueError("device_profile names no profile")
+        self.device_profiles = [profile_named(p) if isinstance(p, str) else p for p in wanted]
+        self.device_state = state
+        self.faults = faults
         if base_port is not None:
             last = base_port + count - 1
             if base_port < 1024 or last > 65535:
@@ -204,9 +218,15 @@ class SimFleet:
     # ---- internals -----------------------------------------------------------------------
 
     def _start_one(self, index: int) -> FleetPhone:
-        info = DeviceInfo(serial=f"sim{index:02d}")
+        device_profile = self.device_profiles[index % len(self.device_profiles)]
+        info = DeviceInfo.for_profile(f"sim{index:02d}", device_profile)
         phone = self._factory(info, self.seed)
-        phone.latency = dataclasses.replace(self.latency)  # a copy: each phone may be tuned alone
+        # copies: each phone may be tuned alone (a capture cost's hub stays shared)
+        phone.latency = dataclasses.replace(self.latency)
+        if self.device_state is not None:
+            phone.device_state = dataclasses.replace(self.device_state)
+        if self.faults is not None:
+            phone.faults = dataclasses.replace(self.faults)
         port = self.base_port + index if self.base_port is not None else 0
         server = SimAdbServer(phone, port=port).start()
         while self.base_port is None and server.port in RESERVED_PORTS:  # vanishingly rare
@@ -234,7 +254,7 @@ class SimFleet:
             with contextlib.suppress(Exception):
                 answer = client.connect(member.serial, timeout=5)
             state = self.state(member.serial)
-            if state == "device":
+            if state == ("unauthorized" if member.phone.faults.unauthorized else "device"):
                 return
             if time.monotonic() > deadline:
                 raise FleetError(f"{member.serial} did not come online through the adb server "

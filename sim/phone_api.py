@@ -8,9 +8,14 @@ Methods are called from the ADB server's threads, so an implementation serialise
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Literal, Protocol
 
 from PIL import Image
+
+from sim.capture import CaptureCost
+from sim.profiles import SIM, DeviceProfile, profile_named
+
+IME_WARMUP_S = 0.4  # how long the real ADB Keyboard drops broadcasts after `ime set`
 
 
 @dataclass
@@ -22,6 +27,30 @@ class Faults:
     corrupt_screencap: bool = False  # screencap returns truncated/garbled bytes
     frozen: bool = False  # the screen stops changing; input is accepted but does nothing
     slow_s: float = 0.0  # extra delay added to every shell command
+    # adbd answers CNXN with AUTH (a token) and never accepts a key: `adb devices` lists
+    # the phone as `unauthorized`, as a phone whose "Allow USB debugging?" is not tapped
+    unauthorized: bool = False
+    # the ADB Keyboard drops ADB_INPUT_* broadcasts for this long after `ime set`, as the
+    # real app does before its service is up (IME_WARMUP_S is the real app's order)
+    ime_warmup_s: float = 0.0
+
+
+AdbKeyboard = Literal["enabled", "disabled", "absent"]
+
+
+@dataclass
+class DeviceState:
+    """What a phone is doing besides its apps: power, lock, keyboards, security switches.
+    Flipped by tests (the test API), the fleet and the CLI; the ADB side obeys it."""
+
+    awake: bool = True  # asleep: frames are black, input does nothing but wake keys
+    locked: bool = False  # the keyguard is up
+    pin: str | None = None  # with a PIN the keyguard stays until the PIN is typed
+    adb_keyboard: AdbKeyboard = "enabled"  # absent: not installed; disabled: not in `ime list -s`
+    usb_security: bool = False  # Xiaomi's "USB debugging (Security settings)" switch
+    bouncer: bool = False  # the PIN pad is up (a swipe on a PIN keyguard)
+    typed: str = ""  # what was typed on the PIN pad
+    ime_set_at: float = float("-inf")  # monotonic time of the last `ime set`
 
 
 @dataclass
@@ -32,6 +61,7 @@ class LatencyProfile:
     screencap_s: float = 0.0
     input_s: float = 0.0
     other_s: float = 0.0
+    capture: CaptureCost | None = None  # a real phone's encode and USB cost (sim/capture.py)
 
     @classmethod
     def named(cls, name: str) -> LatencyProfile:
@@ -54,12 +84,22 @@ class DeviceInfo:
     sdk: int = 34
     release: str = "14"
     props: dict[str, str] = field(default_factory=dict)
+    profile: DeviceProfile = SIM  # which real phone the ADB side answers as
+
+    @classmethod
+    def for_profile(cls, serial: str, profile: DeviceProfile | str) -> DeviceInfo:
+        """The info of a phone answering as ``profile`` (its name or itself)."""
+        p = profile_named(profile) if isinstance(profile, str) else profile
+        return cls(serial=serial, product_name=p.product, model=p.model, device=p.device,
+                   width=p.width, height=p.height, density=p.density, sdk=p.sdk,
+                   release=p.release, profile=p)
 
 
 class Phone(Protocol):
     info: DeviceInfo
     faults: Faults
     latency: LatencyProfile
+    device_state: DeviceState
 
     # screen
     def screenshot(self) -> Image.Image:
@@ -93,6 +133,14 @@ class Phone(Protocol):
         ...
 
     def force_stop(self, package: str) -> None: ...
+    def home_component(self) -> str:
+        """'pkg/pkg.Activity' of the phone's own launcher (what HOME shows)."""
+        ...
+
+    def launcher_activity(self, package: str) -> str | None:
+        """'pkg/pkg.Activity' that launches ``package`` (monkey's), None if it has none."""
+        ...
+
     def focused_window(self) -> str:
         """'pkg/pkg.Activity' of the focused window, for dumpsys' mCurrentFocus line."""
         ...

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from PIL import Image
 
-from sim.phone_api import DeviceInfo, Faults, LatencyProfile, Phone
+from sim.phone_api import DeviceInfo, DeviceState, Faults, LatencyProfile, Phone
 
 
 @dataclass
@@ -22,11 +22,13 @@ class RecordingPhone:
     info: DeviceInfo
     faults: Faults = field(default_factory=Faults)
     latency: LatencyProfile = field(default_factory=LatencyProfile)
+    device_state: DeviceState = field(default_factory=DeviceState)
     colour: tuple[int, int, int] = (30, 120, 200)
     calls: list[tuple[object, ...]] = field(default_factory=list)
     installed: list[str] = field(default_factory=lambda: [
         "com.android.settings", "com.mobagent.notes", "com.mobagent.browser",
         "com.android.adbkeyboard"])
+    home: str = "com.mobagent.launcher/com.mobagent.launcher.Launcher"
     focus: str = "com.mobagent.launcher/com.mobagent.launcher.Launcher"
     ime_ids: list[str] = field(default_factory=lambda: [
         "com.android.inputmethod.latin/.LatinIME", "com.android.adbkeyboard/.AdbIME"])
@@ -87,6 +89,14 @@ class RecordingPhone:
 
     def force_stop(self, package: str) -> None:
         self._record("force_stop", package)
+
+    def home_component(self) -> str:
+        return self.home
+
+    def launcher_activity(self, package: str) -> str | None:
+        if package == self.home.partition("/")[0]:
+            return self.home
+        return f"{package}/{package}.MainActivity" if package in self.installed else None
 
     def focused_window(self) -> str:
         return self.focus

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 from devices.adb import ADB_KEYBOARD, KEY_A, KEY_CTRL_LEFT, KEY_DEL
 from sim.adb import shell as sh
+from sim.adb import system
 from sim.adb.encode import screencap
 from sim.adb.fs import VirtualFS
 from sim.adb.keycodes import parse_keycode
@@ -108,7 +109,7 @@ def _int_arg(text: str) -> int:
 
 def cmd_screencap(ctx: Ctx, args: list[str]) -> int:
     usage = "usage: screencap [-hp] [-d display-id] [FILENAME]\n"
-    png, path = False, None
+    png, path, display = False, None, None
     i = 0
     while i < len(args):
         a = args[i]
@@ -122,6 +123,7 @@ def cmd_screencap(ctx: Ctx, args: list[str]) -> int:
             if i >= len(args) or not args[i].isdigit():
                 ctx.err(usage)
                 return 1
+            display = args[i]
         elif a.startswith("-"):
             ctx.err(f"screencap: invalid option -- '{a[1:]}'\n{usage}")
             return 1
@@ -135,12 +137,17 @@ def cmd_screencap(ctx: Ctx, args: list[str]) -> int:
         return 1
     if path is not None and path.endswith(".png"):
         png = True
+    if display is None and len(system.display_ids(phone)) > 1:
+        ctx.err(system.MULTI_DISPLAY_WARNING)
     data = screencap(phone, png)
     if phone.faults.corrupt_screencap:
         rng = random.Random(len(data))
         cut = max(16, len(data) // 3)
         data = data[:8] + bytes(rng.getrandbits(8) for _ in range(min(cut, 4096)))
     if path is None:
+        cost = phone.latency.capture
+        if cost is not None:
+            cost.charge(phone.info.width * phone.info.height, len(data), png)
         ctx.out(data)
         return 0
     try:
@@ -159,6 +166,9 @@ def cmd_wm(ctx: Ctx, args: list[str]) -> int:
     if args[:1] == ["density"] and len(args) == 1:
         ctx.out(f"Physical density: {info.density}\n")
         return 0
+    if args == ["dismiss-keyguard"]:
+        system.dismiss_keyguard(ctx.phone.device_state)
+        return 0
     if args[:1] in (["size"], ["density"]):
         ctx.err("Error: changing the display is not supported on this device\n")
         return 255
@@ -172,6 +182,8 @@ INPUT_SOURCES = {
     "keyboard", "dpad", "gamepad", "touchscreen", "touchpad", "touchnavigation", "stylus",
     "trackball", "mouse", "joystick", "rotaryencoder",
 }
+INPUT_COMMANDS = {"text", "keyevent", "tap", "swipe", "draganddrop", "keycombination", "press",
+                  "roll", "motionevent"}
 INPUT_USAGE = """Usage: input [<source>] [-d DISPLAY_ID] <command> [<arg>...]
 
 The commands and default sources are:
@@ -223,6 +235,10 @@ def cmd_input(ctx: Ctx, args: list[str]) -> int:
         return 255
 
     _sleep(phone.latency.input_s)
+    refused = system.input_refused(phone, command) if command in INPUT_COMMANDS else None
+    if refused is not None:
+        ctx.err(refused)
+        return 255
     try:
         if command == "text":
             if not rest:
@@ -236,7 +252,8 @@ def cmd_input(ctx: Ctx, args: list[str]) -> int:
                         "\tat com.android.server.input.InputShellCommand.sendText"
                         "(InputShellCommand.java:289)\n")
                 return 255
-            phone.type_text(text)
+            if not system.text(phone, text):
+                phone.type_text(text)
             return 0
         if command == "keyevent":
             longpress = False
@@ -257,7 +274,7 @@ def cmd_input(ctx: Ctx, args: list[str]) -> int:
                     codes.append(code)
             if not codes:
                 return bad()
-            for code in codes:
+            for code in system.keys(phone, codes):
                 phone.key(code)
                 if longpress:
                     pass  # the simulated phone has no long-press key semantics
@@ -265,7 +282,9 @@ def cmd_input(ctx: Ctx, args: list[str]) -> int:
         if command == "tap":
             if len(rest) != 2:
                 return bad()
-            phone.tap(_int_arg(rest[0]), _int_arg(rest[1]))
+            x, y = _int_arg(rest[0]), _int_arg(rest[1])
+            if system.usable(phone.device_state):
+                phone.tap(x, y)
             return 0
         if command in ("swipe", "draganddrop"):
             if len(rest) not in (4, 5):
@@ -274,6 +293,8 @@ def cmd_input(ctx: Ctx, args: list[str]) -> int:
             duration = int(rest[4]) if len(rest) == 5 else (300 if command == "swipe" else 1000)
             if duration < 0:
                 return bad()
+            if system.swipe(phone, y1, y2):
+                return 0
             if (x1, y1) == (x2, y2) and duration >= 400:
                 phone.long_press(x1, y1, duration)
             else:
@@ -294,7 +315,8 @@ def cmd_input(ctx: Ctx, args: list[str]) -> int:
                 combo.append(code)
             if len(combo) < 2:
                 return bad()
-            phone.key_combination(combo)
+            if system.usable(phone.device_state):
+                phone.key_combination(combo)
             return 0
         if command in ("press", "roll", "motionevent"):
             return 0
@@ -332,7 +354,7 @@ def _flag(args: list[str], name: str) -> str | None:
 def _adb_keyboard(ctx: Ctx, action: str, extras: dict[str, str]) -> None:
     """What the ADB Keyboard IME does with its broadcasts, when it is the current IME."""
     phone = ctx.phone
-    if phone.current_ime() != ADB_KEYBOARD:
+    if not system.adb_keyboard_listening(phone):
         return
     msg = extras.get("msg")
     if action == "ADB_INPUT_TEXT" and msg is not None:
@@ -355,21 +377,45 @@ def _adb_keyboard(ctx: Ctx, action: str, extras: dict[str, str]) -> None:
         phone.key(KEY_DEL)
 
 
-HOME_CATEGORY = "android.intent.category.HOME"
+_PACKAGE = re.compile(r"[A-Za-z]\w*(?:\.\w+)+")
+_NO_VALUE = {"--brief", "--components", "-W", "-S", "-R"}  # options that take no value
+
+
+def _intent_package(args: list[str]) -> str | None:
+    """The package an intent names: `-p PKG`, or a package name last, after the options."""
+    pkg = _flag(args, "-p")
+    if pkg is None and args and _PACKAGE.fullmatch(args[-1]) \
+            and (len(args) == 1 or not args[-2].startswith("-") or args[-2] in _NO_VALUE):
+        pkg = args[-1]
+    return pkg
 
 
 def _start_intent(ctx: Ctx, args: list[str]) -> int:
-    """`am start` without -n: only the HOME intent (Mobile-Agent's "go home") resolves."""
-    action, category = _flag(args, "-a"), _flag(args, "-c")
+    """`am start` without -n: the intent resolves as `cmd package resolve-activity` does (the
+    default phone: only HOME). Unresolved, a real phone prints the error and exits 0
+    (tests/data/adb_outputs.toml, am-start-unresolved-pixel2)."""
+    phone = ctx.phone
+    action, category, pkg = _flag(args, "-a"), _flag(args, "-c"), _intent_package(args)
     parts = ([f"act={action}"] if action else []) + ([f"cat=[{category}]"] if category else [])
     intent = " ".join(parts)
-    ctx.out(f"Starting: Intent {{ {intent} }}\n")
-    if category == HOME_CATEGORY and action in (None, "android.intent.action.MAIN"):
-        _sleep(ctx.phone.latency.other_s)
-        ctx.phone.key(3)  # the launcher is what HOME resolves to
+    tail = f" pkg={pkg}" if pkg else ""
+    ctx.out(f"Starting: Intent {{ {intent}{tail} }}\n")
+    target = None
+    if action in (None, "android.intent.action.MAIN"):
+        if system.profile(phone).real:
+            target = system.resolve_activity(phone, category, pkg)
+        elif category == system.HOME_CATEGORY:
+            target = system.home_component(phone)
+    if target is not None:
+        _sleep(phone.latency.other_s)
+        if target == system.home_component(phone):
+            phone.key(3)  # the launcher is what HOME resolves to
+        else:
+            phone.launch(target.partition("/")[0])
         return 0
-    ctx.err(f"Error: Activity not started, unable to resolve Intent {{ {intent} flg=0x10000000 }}\n")
-    return 1
+    ctx.err(f"Error: Activity not started, unable to resolve Intent "
+            f"{{ {intent} flg=0x10000000{tail} }}\n")
+    return system.profile(phone).am_unresolved_status
 
 
 def cmd_am(ctx: Ctx, args: list[str]) -> int:
@@ -381,6 +427,10 @@ def cmd_am(ctx: Ctx, args: list[str]) -> int:
             return _start_intent(ctx, rest)
         _sleep(phone.latency.other_s)
         ctx.out(f"Starting: Intent {{ cmp={component} }}\n")
+        if system.profile(phone).real and \
+                system.full_component(component) == system.home_component(phone):
+            phone.key(3)  # the profile's launcher is the phone's own home
+            return 0
         error = phone.start_activity(component)
         if error is not None:
             ctx.err(error if error.endswith("\n") else error + "\n")
@@ -390,7 +440,7 @@ def cmd_am(ctx: Ctx, args: list[str]) -> int:
         if not rest:
             ctx.err("Error: no package specified\n")
             return 255
-        phone.force_stop(rest[-1])
+        phone.force_stop(system.own_package(phone, rest[-1]))
         return 0
     if sub == "broadcast":
         action = _flag(rest, "-a")
@@ -408,6 +458,12 @@ def cmd_am(ctx: Ctx, args: list[str]) -> int:
     return 255 if sub else 0
 
 
+# monkey on a phone without hardware keys: its SYS_KEYS share (2% by default) has nothing to
+# send, so it aborts with exit 251 unless `--pct-syskeys 0` (tests/data/adb_outputs.toml,
+# monkey-sys-keys-airtest).
+NO_SYS_KEYS = "** SYS_KEYS has no physical keys but with factor 2.0%.\n"
+
+
 def cmd_monkey(ctx: Ctx, args: list[str]) -> int:
     package = _flag(args, "-p")
     if package is None:
@@ -415,8 +471,12 @@ def cmd_monkey(ctx: Ctx, args: list[str]) -> int:
         return 1
     ctx.out("  bash arg: " + "\n  bash arg: ".join(args) + "\n")
     ctx.out(f"args: [{', '.join(args)}]\n")
-    _sleep(ctx.phone.latency.other_s)
-    if not ctx.phone.launch(package):
+    phone = ctx.phone
+    if not system.profile(phone).hardware_keys and _flag(args, "--pct-syskeys") not in ("0", "0.0"):
+        ctx.out(NO_SYS_KEYS)
+        return 251
+    _sleep(phone.latency.other_s)
+    if package not in system.packages(phone) or not phone.launch(system.own_package(phone, package)):
         ctx.err("** No activities found to run, monkey aborted.\n")
         return 252
     ctx.out("Events injected: 1\n## Network stats: elapsed time=5ms (0ms mobile, 0ms wifi, 5ms not connected)\n")
@@ -438,35 +498,52 @@ SYSTEM_PACKAGES = (
 
 
 def cmd_pm(ctx: Ctx, args: list[str]) -> int:
+    phone = ctx.phone
     if args[:2] == ["list", "packages"]:
         flags = {a for a in args[2:] if a.startswith("-")}
         words = [a for a in args[2:] if not a.startswith("-")]
-        apps = set(ctx.phone.packages())
-        system = set(SYSTEM_PACKAGES) | {p for p in apps if p.startswith(("com.android.", "com.google."))}
+        apps = set(system.packages(phone))
+        launcher = system.profile(phone).launcher_package
+        system_pkgs = set(SYSTEM_PACKAGES) | {
+            p for p in apps if p.startswith(("com.android.", "com.google.")) or p == launcher}
         if "-3" in flags:
-            listed = apps - system
+            listed = apps - system_pkgs
         elif "-s" in flags:
-            listed = system
+            listed = system_pkgs
         else:
-            listed = apps | system
+            listed = apps | system_pkgs
         for pkg in sorted(listed):
             if not words or words[0] in pkg:
                 path = f"/data/app/~~{pkg}/base.apk=" if "-f" in flags else ""
                 ctx.out(f"package:{path}{pkg}\n")
         return 0
     if args[:1] == ["path"] and len(args) == 2:
-        if args[1] in ctx.phone.packages():
+        if args[1] in system.packages(phone):
             ctx.out(f"package:/data/app/{args[1]}/base.apk\n")
             return 0
         return 1
-    ctx.err("Package manager (package) commands:\n  list packages [FILTER]\n  path PACKAGE\n")
+    if args[:1] == ["resolve-activity"]:
+        rest = list(args[1:])
+        if "--user" in rest[:-1]:  # `--user 0`: the one user there is
+            del rest[rest.index("--user"):rest.index("--user") + 2]
+        category = _flag(rest, "-c")
+        target = system.resolve_activity(phone, category, _intent_package(rest))
+        ctx.out(system.resolve_output(phone, target, "--brief" in rest,
+                                      category == system.HOME_CATEGORY))
+        return 0
+    ctx.err("Package manager (package) commands:\n  list packages [FILTER]\n  path PACKAGE\n"
+            "  resolve-activity [--brief] [-a ACTION] [-c CATEGORY] [PACKAGE]\n")
     return 255 if args else 0
 
 
 def cmd_ime(ctx: Ctx, args: list[str]) -> int:
+    """`ime list [-a] [-s]`, `ime enable ID`, `ime set ID`: `-a` lists the installed input
+    methods, without it the enabled ones; only an enabled one can be set (AOSP's
+    InputMethodManagerService shell command: "IME is not found or not enabled")."""
     phone = ctx.phone
+    st = phone.device_state
     if args[:1] == ["list"]:
-        imes = phone.imes()
+        imes = system.installed_imes(phone) if "-a" in args[1:] else system.enabled_imes(phone)
         if "-s" in args[1:]:
             for ime in imes:
                 ctx.out(ime + "\n")
@@ -476,31 +553,54 @@ def cmd_ime(ctx: Ctx, args: list[str]) -> int:
                 ctx.out(f"{ime}:\n  mId={ime} mSettingsActivity=null\n  Service:\n"
                         f"    ServiceInfo:\n      name={svc}\n      packageName={pkg}\n")
         return 0
+    refused = system.ime_change_refused(phone) if args[:1] in (["set"], ["enable"]) else None
+    if refused is not None:
+        ctx.err(refused)
+        return 255
     if args[:1] == ["set"] and len(args) == 2:
-        if phone.set_ime(args[1]):
+        if system.select_ime(phone, args[1]):
             ctx.out(f"Input method {args[1]} selected for user #0\n")
             return 0
         ctx.err(f"Unknown input method {args[1]} cannot be selected for user #0\n")
         return 255
     if args[:1] == ["enable"] and len(args) == 2:
-        if args[1] in phone.imes():
-            ctx.out(f"Input method {args[1]}: already enabled for user #0\n")
+        ime = args[1]
+        if ime in system.enabled_imes(phone):
+            ctx.out(f"Input method {ime}: already enabled for user #0\n")
             return 0
-        ctx.err(f"Unknown input method {args[1]} cannot be enabled for user #0\n")
+        if ime in system.installed_imes(phone):
+            st.adb_keyboard = "enabled"
+            ctx.out(f"Input method {ime}: now enabled for user #0\n")
+            return 0
+        ctx.err(f"Unknown input method {ime} cannot be enabled for user #0\n")
         return 255
     ctx.err("ime <command>:\n  list [-a] [-s]\n  enable ID\n  set ID\n")
     return 255 if args else 0
 
 
 def cmd_settings(ctx: Ctx, args: list[str]) -> int:
-    """`settings get secure default_input_method`: the current IME (what a driver reads to
-    put the user's keyboard back); any other key reads as unset ("null"), as Android prints."""
+    """`settings get|put secure default_input_method|enabled_input_methods`: the current
+    IME and the enabled ones (`:`-separated); any other key reads as unset ("null"), as
+    Android prints, and a put of it is kept nowhere."""
+    phone = ctx.phone
     if len(args) == 3 and args[0] == "get" and args[1] in ("system", "secure", "global"):
-        value = ctx.phone.current_ime() if args[1:] == ["secure", "default_input_method"] \
-            else "null"
+        value = "null"
+        if args[1:] == ["secure", "default_input_method"]:
+            value = phone.current_ime()
+        elif args[1:] == ["secure", "enabled_input_methods"]:
+            value = ":".join(system.enabled_imes(phone))
         ctx.out(value + "\n")
         return 0
-    ctx.err("usage:  settings [--user <USER_ID> | current] get namespace key\n")
+    if len(args) == 4 and args[0] == "put" and args[1] in ("system", "secure", "global"):
+        if args[1:3] == ["secure", "default_input_method"]:
+            system.select_ime(phone, args[3])
+        elif args[1:3] == ["secure", "enabled_input_methods"] and \
+                phone.device_state.adb_keyboard != "absent":
+            on = ADB_KEYBOARD in args[3].split(":")
+            phone.device_state.adb_keyboard = "enabled" if on else "disabled"
+        return 0
+    ctx.err("usage:  settings [--user <USER_ID> | current] get namespace key\n"
+            "        settings [--user <USER_ID> | current] put namespace key value\n")
     return 255
 
 
@@ -508,16 +608,16 @@ def cmd_dumpsys(ctx: Ctx, args: list[str]) -> int:
     phone = ctx.phone
     info = phone.info
     if args[:1] == ["window"]:
-        focus = phone.focused_window()
-        ctx.out(
-            "WINDOW MANAGER WINDOWS (dumpsys window windows)\n"
-            f"  Window #0 Window{{5a1b2c3 u0 {focus}}}:\n"
-            "    mDisplayId=0 rootTaskId=1 mSession=Session{7c9d2e1 1234:u0a10123} mClient=android.os.BinderProxy@1f2e3d4\n"
-            f"    mHasSurface=true isReadyForDisplay()=true mWindowRemovalAllowed=false\n"
-            "\n"
-            f"  mCurrentFocus=Window{{5a1b2c3 u0 {focus}}}\n"
-            f"  mFocusedApp=ActivityRecord{{8e7f6a5 u0 {focus} t12}}\n"
-        )
+        ctx.out(system.dumpsys_window(phone, args[1] if len(args) > 1 else None))
+        return 0
+    if args[:1] == ["power"]:
+        ctx.out(system.dumpsys_power(phone))
+        return 0
+    if args[:1] == ["SurfaceFlinger"]:
+        ctx.out(system.surfaceflinger_display_ids(phone))
+        return 0
+    if args[:1] == ["input_method"]:
+        ctx.out(system.dumpsys_input_method(phone))
         return 0
     if args[:1] == ["display"]:
         o = phone.orientation()
@@ -534,18 +634,18 @@ def cmd_dumpsys(ctx: Ctx, args: list[str]) -> int:
         )
         return 0
     if args[:1] == ["activity"]:
-        focus = phone.focused_window()
-        pkg, _, cls = focus.partition("/")
-        short = cls[len(pkg):] if cls.startswith(pkg + ".") else cls
+        short = system.short_component(system.app_component(phone))
         if args[1:2] == ["top"]:
-            ctx.out(f"TASK {pkg} id=12 userId=0\n  ACTIVITY {pkg}/{short} 8e7f6a5 pid=4321\n")
+            ctx.out(f"TASK {short.partition('/')[0]} id=12 userId=0\n"
+                    f"  ACTIVITY {short} 8e7f6a5 pid=4321\n")
         else:
             ctx.out("ACTIVITY MANAGER ACTIVITIES (dumpsys activity activities)\n"
-                    f"  mResumedActivity: ActivityRecord{{8e7f6a5 u0 {pkg}/{short} t12}}\n"
-                    f"  ResumedActivity: ActivityRecord{{8e7f6a5 u0 {pkg}/{short} t12}}\n")
+                    f"  mResumedActivity: ActivityRecord{{8e7f6a5 u0 {short} t12}}\n"
+                    f"  ResumedActivity: ActivityRecord{{8e7f6a5 u0 {short} t12}}\n")
         return 0
     if not args:
-        ctx.out("Currently running services:\n  activity\n  display\n  input_method\n  package\n  window\n")
+        ctx.out("Currently running services:\n  SurfaceFlinger\n  activity\n  display\n"
+                "  input_method\n  package\n  power\n  window\n")
         return 0
     ctx.err(f"Can't find service: {args[0]}\n")
     return 0
@@ -560,8 +660,8 @@ def device_props(phone: Phone) -> dict[str, str]:
         "ro.product.name": info.product_name,
         "ro.product.model": info.model,
         "ro.product.device": info.device,
-        "ro.product.brand": "mobagent",
-        "ro.product.manufacturer": "MobAgent",
+        "ro.product.brand": info.profile.brand,
+        "ro.product.manufacturer": info.profile.manufacturer,
         "ro.product.cpu.abi": "x86_64",
         "ro.build.version.sdk": str(info.sdk),
         "ro.build.version.release": info.release,
@@ -741,7 +841,7 @@ def cmd_sh(ctx: Ctx, args: list[str]) -> int:
 
 
 _SERVICES = {"package": "pm", "activity": "am", "input": "input", "window": "wm",
-             "input_method": "ime", "display": "dumpsys"}
+             "input_method": "ime", "display": "dumpsys", "settings": "settings"}
 
 
 def cmd_cmd(ctx: Ctx, args: list[str]) -> int:

@@ -26,6 +26,7 @@ import numpy as np
 from PIL import Image
 
 from devices.codecs import encode_png
+from sim.adb import system
 from sim.phone_api import Phone
 
 Codec = Literal["fast", "pillow"]  # pillow: the old path (level 1, adaptive filters), for bench
@@ -100,10 +101,11 @@ def raw_screencap(img: Image.Image, sdk: int) -> bytes:
 
 
 def screencap(phone: Phone, png: bool) -> bytes:
-    """The phone's current frame as ``screencap`` (raw) or ``screencap -p`` sends it."""
+    """The phone's current frame as ``screencap`` (raw) or ``screencap -p`` sends it (black
+    while the phone sleeps, the keyguard while it is locked)."""
     enc = encoder_for(phone)
     t = time.thread_time()
-    img = phone.screenshot()
+    img = system.frame(phone)
     data = enc.png(img) if png else raw_screencap(img, phone.info.sdk)
     enc.count(time.thread_time() - t, len(data) if png else 0)
     return data

@@ -2,7 +2,8 @@
 
 Each server runs an anyio event loop in a blocking portal (its own thread), so blocking
 callers (tests, the CLI, the fleet) can start and stop it. Per connection: the CNXN
-handshake (no AUTH), then streams multiplexed by local/remote ids with one WRTE in
+handshake (AUTH only for a phone whose fault says it is unauthorized: it never accepts
+a key), then streams multiplexed by local/remote ids with one WRTE in
 flight per direction. Every connection and every stream service lives in a task group;
 stopping the server cancels them all.
 """
@@ -12,6 +13,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import logging
+import os
 from concurrent.futures import Future
 from contextlib import AbstractContextManager
 from types import TracebackType
@@ -34,6 +36,9 @@ FAULT_POLL_S = 0.05
 CLOSED_IDS_KEPT = 4096
 SEND_TIMEOUT_S = 30.0  # a peer that stops reading its socket for this long is dropped
 ACK_TIMEOUT_S = 60.0  # a peer that never OKAYs our WRTE: the stream is closed
+# AUTH's arg0 (AOSP protocol.txt): we send TOKENs; the host answers SIGNATURE, then RSAPUBLICKEY
+AUTH_TOKEN, AUTH_SIGNATURE, AUTH_RSAPUBLICKEY = 1, 2, 3
+AUTH_TOKEN_SIZE = 20
 
 
 class StreamClosed(Exception):
@@ -179,9 +184,18 @@ class Connection:
                 raise ProtocolError(f"unsupported protocol version {msg.arg0:#x}")
             self.peer_version = min(msg.arg0, wire.VERSION)
             self.max_payload = max(wire.MAX_PAYLOAD_LEGACY, min(msg.arg1, wire.MAX_PAYLOAD))
+            if self.server.phone.faults.unauthorized:
+                await self._send_auth_token()
+                return
             self.connected = True
             await self.send(Message(Command.CNXN, wire.VERSION, wire.MAX_PAYLOAD,
                                     self.server.banner()))
+            return
+        if msg.command == Command.AUTH and not self.connected:
+            # an unauthorized phone: every signature fails (no key is trusted) and a public
+            # key waits for a tap on "Allow USB debugging?" that never comes, as adbd does
+            if msg.arg0 == AUTH_SIGNATURE:
+                await self._send_auth_token()
             return
         if not self.connected:
             raise ProtocolError(f"{msg.command.name} before CNXN")
@@ -203,6 +217,9 @@ class Connection:
                 self.forget(stream)
         else:  # AUTH, STLS or SYNC: we never asked for them
             raise ProtocolError(f"unexpected {msg.command.name}")
+
+    async def _send_auth_token(self) -> None:
+        await self.send(Message(Command.AUTH, AUTH_TOKEN, 0, os.urandom(AUTH_TOKEN_SIZE)))
 
     def _stream(self, local_id: int, msg: Message) -> Stream | None:
         stream = self.streams.get(local_id)

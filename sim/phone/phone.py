@@ -36,7 +36,7 @@ from sim.phone.launcher import (
 from sim.phone.system import SETTINGS_PACKAGE, Perturbation, SystemSettings
 from sim.phone.theme import DARK, LIGHT, Metrics, hex_rgb
 from sim.phone.widgets import Dialog, TextField
-from sim.phone_api import DeviceInfo, Faults, LatencyProfile
+from sim.phone_api import DeviceInfo, DeviceState, Faults, LatencyProfile
 
 GBOARD = "com.google.android.inputmethod.latin/com.android.inputmethod.latin.LatinIME"
 IME_PACKAGES = ("com.google.android.inputmethod.latin", "com.android.adbkeyboard")
@@ -101,6 +101,7 @@ class SimPhone(Navigator):
         self.info = info
         self.faults = Faults()
         self.latency = LatencyProfile()
+        self.device_state = DeviceState()
         self.seed = seed
         self.perturbation = Perturbation.from_seed(seed)
         self.clock: Callable[[], float] = time.monotonic  # replaceable in tests
@@ -489,6 +490,15 @@ class SimPhone(Navigator):
                 self._sys_dialog = None
                 self._loading_until = 0.0
             self._changed()
+
+    def home_component(self) -> str:
+        return LAUNCHER_COMPONENT
+
+    def launcher_activity(self, package: str) -> str | None:
+        if package == LAUNCHER_PACKAGE:
+            return LAUNCHER_COMPONENT
+        app = self._apps.get(package)
+        return app.component() if app is not None else None
 
     def focused_window(self) -> str:
         with self._lock:

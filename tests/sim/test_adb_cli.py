@@ -17,6 +17,7 @@ import pytest
 from PIL import Image
 
 from sim import cli
+from sim.phone_api import DeviceState, Faults
 from sim.stand_in import recording_phone
 from tests.fixtures.adb import AdbServer, ConnectedPhone, import_sim_phone
 
@@ -129,3 +130,21 @@ def test_cli_process_with_real_phones_stops_on_ctrl_c(adb_server: AdbServer) -> 
             proc.kill()
             proc.wait(10)
     assert not {d.serial for d in adb_server.client().list()} & set(serials)
+
+
+def test_device_profile_and_state_options() -> None:
+    args = _parser().parse_args(["sim", "--device-profile", "pixel-14,xiaomi-hyperos", "--pin",
+                                 "1234", "--adb-keyboard", "disabled", "--ime-warmup-ms",
+                                 "--unauthorized", "--capture-cost", "usb2"])
+    assert args.device_profile == ["pixel-14", "xiaomi-hyperos"]
+    state, faults = cli.state_from_args(args), cli.faults_from_args(args)
+    assert state.locked and state.pin == "1234" and state.adb_keyboard == "disabled"
+    assert faults.unauthorized and faults.ime_warmup_s == pytest.approx(0.4)
+    capture = cli.latency_from_args(args).capture
+    assert capture is not None and capture.hub is not None
+    defaults = _parser().parse_args(["sim"])
+    assert defaults.device_profile == ["sim"] and cli.latency_from_args(defaults).capture is None
+    assert cli.state_from_args(defaults) == DeviceState()
+    assert cli.faults_from_args(defaults) == Faults()
+    with pytest.raises(SystemExit):
+        _parser().parse_args(["sim", "--device-profile", "nokia-3310"])

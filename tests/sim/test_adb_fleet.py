@@ -9,9 +9,12 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
+from devices import adb_output
 from sim.fleet import RESERVED_PORTS, SimFleet
+from sim.phone_api import DeviceState, Faults
+from sim.profiles import PROFILES
 from sim.stand_in import RecordingPhone, recording_phone
-from tests.fixtures.adb import AdbServer
+from tests.fixtures.adb import AdbServer, import_sim_phone
 
 
 @pytest.fixture
@@ -148,3 +151,35 @@ def test_sim_fleet_fixture(sim_fleet: Callable[..., SimFleet]) -> None:
     fleet = sim_fleet(2, stand_in=True)
     assert [fleet.state(s) for s in fleet.serials] == ["device", "device"]
     assert fleet.device(fleet.serials[1]).shell("echo hi") == "hi"
+
+
+def test_fleet_of_device_profiles_on_real_phones(adb_server: AdbServer) -> None:
+    """Real rendered phones answering as each profile: the launcher at home, a locked
+    phone's keyguard, and a phone of the fleet changed alone through the test API."""
+    import_sim_phone()
+    names = [n for n, p in PROFILES.items() if p.real]
+    with SimFleet(len(names), adb_port=adb_server.port, device_profile=names,
+                  state=DeviceState(locked=True)) as fleet:
+        for serial, name in zip(fleet.serials, names, strict=True):
+            p = PROFILES[name]
+            d = fleet.device(serial)
+            assert d.shell("getprop ro.product.model") == p.model
+            assert adb_output.keyguard_showing(d.shell("dumpsys window policy")) is True
+            d.shell("wm dismiss-keyguard")
+            assert adb_output.foreground_package(d.shell("dumpsys window")) == p.launcher_package
+            shot = d.screenshot()
+            assert shot.size == (p.width, p.height)
+        first = fleet.phone(fleet.serials[0])
+        first.device_state.awake = False
+        assert adb_output.wakefulness(fleet.device(fleet.serials[0]).shell("dumpsys power")) == "asleep"
+        assert adb_output.wakefulness(fleet.device(fleet.serials[1]).shell("dumpsys power")) == "awake"
+
+
+def test_fleet_of_unauthorized_phones_then_allowed(adb_server: AdbServer) -> None:
+    with SimFleet(1, adb_port=adb_server.port, phone_factory=recording_phone,
+                  faults=Faults(unauthorized=True)) as fleet:
+        serial = fleet.serials[0]
+        assert fleet.state(serial) == "unauthorized"
+        fleet.phone(serial).faults.unauthorized = False  # the owner taps "Allow"
+        fleet.restart(serial)
+        assert fleet.state(serial) == "device"
