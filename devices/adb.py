@@ -493,6 +493,10 @@ class AdbDevice:
         ...), None where the phone cannot say (before Android 7)."""
         return await self._call("resolve home", self._home_package)
 
+    async def push(self, local: str, remote: str, timeout_s: float = 120.0) -> None:
+        """Copy a file onto the phone (adb's sync protocol)."""
+        await self._call("push", lambda: self._dev.sync.push(local, remote), timeout_s)
+
     async def list_packages(self) -> list[str]:
         """The installed packages, as ``pm list packages`` names them."""
         return parse_package_list(await self.shell("pm list packages"))
