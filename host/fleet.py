@@ -57,7 +57,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from actors.telemetry import Tracing, traces_flushed
 from devices.adb import AdbDevice, adb_server_port
 from devices.discovery import ABSENT, AdbDevices, DeviceSource, DeviceSourceError
-from devices.preflight import ADB_STATE_FIXES, Preflight, adb_check, preflight, ready_phone
+from devices.preflight import Preflight, adb_check, preflight, ready_phone
 from host.host_runtime import VERSION, HostRuntime, InstructionGate, instruction_problem
 from protocol.messages import (
     Answer,
@@ -286,6 +286,7 @@ class DeviceSlot:
     generation: int = 0
     state: DeviceState | None = None
     detail: str = ""  # the last status's detail
+    checked_at: float = 0.0  # the last preflight (anyio's clock)
     queue: deque[Job] = field(default_factory=deque)
     current: tuple[Job, EpisodeControl] | None = None
     scope: anyio.CancelScope | None = None
@@ -630,9 +631,10 @@ class FleetManager(Actor):
         if state == "device":
             await self._go_online(slot)
             return
+        check = adb_check(state)
         if state != ABSENT:
-            log.warning("fleet_device_unusable", adb_state=state, fix=ADB_STATE_FIXES.get(state))
-        await self._go_offline(slot, adb_check(state).value + " — " + adb_check(state).fix,
+            log.warning("fleet_device_unusable", adb_state=state, fix=check.fix)
+        await self._go_offline(slot, f"{check.value} — {check.fix}",
                                state="offline" if state in (ABSENT, "offline") else "attention")
 
     async def _go_online(self, slot: DeviceSlot) -> None:
@@ -713,10 +715,11 @@ class FleetManager(Actor):
             job = self._take(slot)
             if job is None:
                 work = self._work
-                with anyio.move_on_after(self.config.recheck_s if slot.state == "attention"
-                                         else float("inf")):
+                recheck_at = slot.checked_at + self.config.recheck_s
+                with anyio.move_on_after(recheck_at - anyio.current_time()
+                                         if slot.state == "attention" else float("inf")):
                     await work.wait()
-                if slot.state == "attention" and not slot.queue:
+                if slot.state == "attention" and anyio.current_time() >= recheck_at:
                     await self._check_phone(slot, handle, wake=False)
                 continue
             if not await self._check_phone(slot, handle):
@@ -740,6 +743,7 @@ class FleetManager(Actor):
                 await self._set_status(slot, "idle", f"generation {handle.generation}")
             return True
         pre = await self._preflight(handle, wake=wake, stay_awake=first and self.config.stay_awake)
+        slot.checked_at = anyio.current_time()
         if not pre.ready:
             log.warning("fleet_device_needs_attention", summary=pre.summary,
                         failing=[c.name for c in pre.attention], done=pre.done)

@@ -91,3 +91,24 @@ async def test_phones_that_were_never_online_are_shown_with_their_fix(
         assert "udev" in got["R5CT2"]
         assert got["R5CT3"].startswith("offline — ")
         assert fm.devices() == {"R5CT1": "attention", "R5CT2": "attention", "R5CT3": "offline"}
+
+
+async def test_a_fleet_wide_instruction_goes_to_the_phone_that_can_work(
+    mosquitto: MosquittoBroker, sim_fleet: Callable[..., SimFleet]
+) -> None:
+    fleet = sim_fleet(count=2, stand_in=True)
+    bad, good = fleet.serials
+    fleet.phone(bad).ime_ids = []  # type: ignore[attr-defined]
+    address = parse_broker_url(mosquitto.url)
+    work = ScriptedWork(steps=1)
+    cfg = FleetConfig(serials=fleet.serials, need_keyboard=True, adb_timeout_s=10.0)
+    async with fleet_host(address, fleet.serials, work, config=cfg, wait_idle=False) as fm, \
+            fleet_client(address) as client:
+        await client.wait_status(bad, "attention", timeout_s=20)
+        await client.wait_status(good, "idle", timeout_s=20)
+        for i in range(3):
+            await client.instruct(None, Instruction(id=f"f{i}", text="anyone"))
+        await client.wait_finished([f"f{i}" for i in range(3)])
+        assert {f.device for f in client.finished} == {good}
+        assert all(f.status == "succeeded" for f in client.finished)
+        assert fm.devices() == {bad: "attention", good: "idle"}
