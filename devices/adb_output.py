@@ -186,6 +186,7 @@ def rotation(text: str) -> int | None:
     ``dumpsys input`` (``SurfaceOrientation: 1`` to Android 12, ``InputDeviceOrientation:``
     ``1`` or ``Rotation90`` after) or ``dumpsys window displays`` (``mCurrentRotation=``)."""
     for pattern in (r"DisplayViewport\{type=INTERNAL[^}]*?\borientation=(\d)",
+                    r"DisplayViewport\{[^}]*?\borientation=(\d)",
                     r"\bmCurrentOrientation=(\d)\b",
                     r"\b(?:SurfaceOrientation|InputDeviceOrientation): (\w+)",
                     r"\bmCurrentRotation=(\w+)", r"\bmRotation=(\d)\b"):
