@@ -130,15 +130,20 @@ class ShellDevice(Protocol):
 # ---- running -----------------------------------------------------------------------------
 
 
+async def _shell(device: ShellDevice, cmd: str) -> ShellResult | None:
+    """One line's result; None where adb itself failed (a timeout, the phone gone)."""
+    try:
+        return await device.shell_result(cmd, COMMAND_TIMEOUT_S)
+    except DeviceError:
+        return None
+
+
 async def _outputs(device: ShellDevice, names: tuple[str, ...]) -> dict[str, ShellResult | None]:
     """The named COMMANDS' results, run at once; None where adb itself failed (timeout)."""
     got: dict[str, ShellResult | None] = {}
 
     async def one(name: str) -> None:
-        try:
-            got[name] = await device.shell_result(COMMANDS[name], COMMAND_TIMEOUT_S)
-        except DeviceError:
-            got[name] = None
+        got[name] = await _shell(device, COMMANDS[name])
 
     async with anyio.create_task_group() as tg:
         for name in names:
@@ -171,11 +176,15 @@ def adb_check(state: str, error: str = "") -> Check:
 # ---- the checks, pure --------------------------------------------------------------------
 
 
+def _text(res: ShellResult | None) -> str:
+    """What a command printed when it succeeded; "" when it failed or adb did."""
+    return res.output if res is not None and res.exit_code == 0 else ""
+
+
 def evaluate(outputs: Mapping[str, ShellResult | None], *, need_keyboard: bool) -> list[Check]:
     """The checks, read from each command's result (keys of COMMANDS; None: adb failed)."""
     def text(name: str) -> str:
-        res = outputs.get(name)
-        return res.output if res is not None and res.exit_code == 0 else ""
+        return _text(outputs.get(name))
 
     answered = [r for r in outputs.values() if r is not None]
     if not answered:
@@ -316,8 +325,7 @@ def input_check(res: ShellResult | None) -> Check:
 async def _lock_state(device: ShellDevice) -> tuple[Wakefulness | None, bool | None, bool | None]:
     """(wakefulness, keyguard showing, keyguard secure), from two dumpsys lines."""
     got = await _outputs(device, ("power", "policy"))
-    power = got["power"].output if got["power"] is not None else ""
-    policy = got["policy"].output if got["policy"] is not None else ""
+    power, policy = _text(got["power"]), _text(got["policy"])
     return (wakefulness(power) or wakefulness(policy), keyguard_showing(policy),
             keyguard_secure(policy))
 
@@ -332,13 +340,6 @@ async def _settled(device: ShellDevice, wanted: str, settle_s: float
         if good or anyio.current_time() >= deadline:
             return state
         await anyio.sleep(0.2)
-
-
-async def _shell(device: ShellDevice, cmd: str) -> ShellResult | None:
-    try:
-        return await device.shell_result(cmd, COMMAND_TIMEOUT_S)
-    except DeviceError:
-        return None
 
 
 async def wake_and_unlock(device: ShellDevice, *, settle_s: float = SETTLE_S) -> list[str]:
@@ -358,11 +359,12 @@ async def wake_and_unlock(device: ShellDevice, *, settle_s: float = SETTLE_S) ->
     done.append("dismissed the lock screen")
     state, showing, secure = await _settled(device, "unlocked", settle_s)
     if showing and not secure:
-        size = input_size((await _shell(device, "wm size") or ShellResult(1, "")).output)
+        size = input_size(_text(await _shell(device, "wm size")))
         if size is not None:
             w, h = size
             await _shell(device, f"input swipe {w // 2} {h * 9 // 10} {w // 2} {h * 3 // 10} 300")
             done.append("swiped the lock screen up")
+            await _settled(device, "unlocked", settle_s)
     return done
 
 
