@@ -231,3 +231,12 @@ async def test_preflight_names_the_missing_keyboard_on_the_simulated_phone(
     cp.phone.ime_ids = ["com.android.inputmethod.latin/.LatinIME"]
     pre = await pf.preflight(AdbDevice(cp.serial), need_keyboard=True)
     assert not pre.ready and pre.summary.startswith("needs attention: keyboard ")
+
+
+async def test_stay_awake_keeps_a_plugged_phone_on_and_says_so() -> None:
+    phone = FakeShell(dict(good_outputs()))
+    pre = await pf.ready_phone(phone, stay_awake=True)
+    assert pre.ready and pre.done == ["kept awake while on USB"]
+    assert "svc power stayon usb" in phone.ran
+    plain = FakeShell(dict(good_outputs()))
+    assert (await pf.ready_phone(plain)).done == [] and "svc power stayon usb" not in plain.ran
