@@ -21,7 +21,7 @@ import struct
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal, Protocol, TypeVar
+from typing import TYPE_CHECKING, Literal, NamedTuple, Protocol, TypeVar
 
 import anyio
 import numpy as np
@@ -94,6 +94,13 @@ class DeviceError(MobagentError, RuntimeError):
     def __init__(self, message: str, failure: ShellFailure | None = None) -> None:
         super().__init__(message)
         self.failure = failure
+
+
+class ShellResult(NamedTuple):
+    """A shell line's exit status and its output (stdout and stderr, as adb gives them)."""
+
+    exit_code: int
+    output: str
 
 
 @dataclass(frozen=True)
@@ -279,6 +286,15 @@ class AdbDevice:
 
     async def shell(self, cmd: str) -> str:
         return await self._call(cmd.split(" ", 1)[0], lambda: self._shell(cmd))
+
+    def _shell_result(self, cmd: str) -> ShellResult:
+        res = self._dev.shell2(cmd, timeout=self.timeout_s, rstrip=True, v2=True)
+        return ShellResult(int(res.returncode), str(res.output or ""))
+
+    async def shell_result(self, cmd: str, timeout_s: float | None = None) -> ShellResult:
+        """One shell line's exit status and output, whatever they are (a check reads them:
+        ``Can't find service`` exits 0, a refused ``input`` exits non-zero)."""
+        return await self._call(cmd.split(" ", 1)[0], lambda: self._shell_result(cmd), timeout_s)
 
     # -- screen --------------------------------------------------------------------------
 
@@ -476,6 +492,10 @@ class AdbDevice:
         """The launcher HOME resolves to (``com.miui.home``, ``com.sec.android.app.launcher``,
         ...), None where the phone cannot say (before Android 7)."""
         return await self._call("resolve home", self._home_package)
+
+    async def push(self, local: str, remote: str, timeout_s: float = 120.0) -> None:
+        """Copy a file onto the phone (adb's sync protocol)."""
+        await self._call("push", lambda: self._dev.sync.push(local, remote), timeout_s)
 
     async def list_packages(self) -> list[str]:
         """The installed packages, as ``pm list packages`` names them."""

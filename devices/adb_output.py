@@ -147,6 +147,13 @@ def keyguard_showing(text: str) -> bool | None:
     return None
 
 
+def keyguard_secure(text: str) -> bool | None:
+    """Whether the lock screen asks for a PIN, pattern or password, from ``dumpsys window
+    policy`` (the ``KeyguardServiceDelegate`` block's ``secure=``); None when not said."""
+    m = re.search(r"KeyguardServiceDelegate[\s\S]*?\n\s*secure=(true|false)\b", text)
+    return None if m is None else m.group(1) == "true"
+
+
 # ---- the screen ----------------------------------------------------------------------
 
 def input_size(text: str) -> tuple[int, int] | None:
@@ -158,6 +165,40 @@ def input_size(text: str) -> tuple[int, int] | None:
         return None
     w, h = got.split("x")
     return int(w), int(h)
+
+
+def screen_density(text: str) -> int | None:
+    """The density (dpi) apps are laid out at, from ``wm density``: the override wins over
+    the physical density, as in ``wm size``."""
+    dens = dict(re.findall(r"(?m)^\s*(Physical|Override) density: (\d+)\s*$", text))
+    got = dens.get("Override") or dens.get("Physical")
+    return int(got) if got else None
+
+
+_ROTATIONS = {"0": 0, "1": 1, "2": 2, "3": 3, "Rotation0": 0, "Rotation90": 1,
+              "Rotation180": 2, "Rotation270": 3, "ROTATION_0": 0, "ROTATION_90": 1,
+              "ROTATION_180": 2, "ROTATION_270": 3}
+
+
+def rotation(text: str) -> int | None:
+    """The default display's rotation in quarter turns (0 is the natural portrait), from
+    ``dumpsys display`` (the viewport's ``orientation=``, ``mCurrentOrientation=``),
+    ``dumpsys input`` (``SurfaceOrientation: 1`` to Android 12, ``InputDeviceOrientation:``
+    ``1`` or ``Rotation90`` after) or ``dumpsys window displays`` (``mCurrentRotation=``)."""
+    for pattern in (r"DisplayViewport\{type=INTERNAL[^}]*?\borientation=(\d)",
+                    r"DisplayViewport\{[^}]*?\borientation=(\d)",
+                    r"\bmCurrentOrientation=(\d)\b",
+                    r"\b(?:SurfaceOrientation|InputDeviceOrientation): (\w+)",
+                    r"\bmCurrentRotation=(\w+)", r"\bmRotation=(\d)\b"):
+        m = re.search(pattern, text)
+        if m is not None and m.group(1) in _ROTATIONS:
+            return _ROTATIONS[m.group(1)]
+    return None
+
+
+def properties(text: str) -> dict[str, str]:
+    """``getprop``'s listing (``[ro.product.model]: [Pixel 8]`` lines) as a dict."""
+    return dict(re.findall(r"(?m)^\[([^\]]+)\]: \[(.*)\]\s*$", text))
 
 
 def display_ids(text: str) -> list[str]:

@@ -37,6 +37,14 @@ ABSENT = "absent"  # a change's state when the phone left adb's list altogether
 PROBE_TIMEOUT_S = 5.0
 
 
+def adb_state(raw: str) -> str:
+    """adb's state word as the fleet names it: ``host:devices`` cut at the first blank
+    gives ``no`` for ``no permissions (user in plugdev group; are your udev rules
+    wrong?)...``, and track-devices gives the whole sentence; both are ``no permissions``."""
+    raw = raw.strip()
+    return "no permissions" if raw == "no" or raw.startswith("no permissions") else raw
+
+
 class DeviceChange(NamedTuple):
     serial: str
     state: str  # adb's state ("device" is usable), or ABSENT
@@ -96,7 +104,7 @@ class _Tracker:
             for ev in self._client.track_devices():
                 if self._stopped:
                     return "stopped"
-                emit(DeviceChange(ev.serial, ev.status if ev.present else ABSENT))
+                emit(DeviceChange(ev.serial, adb_state(ev.status) if ev.present else ABSENT))
         except Exception as exc:  # the adb server went away, or stop() shut the socket
             return "stopped" if self._stopped else f"{type(exc).__name__}: {exc}"
         return "ended"
@@ -145,7 +153,7 @@ class AdbDevices:
             raise DeviceSourceError(
                 f"cannot list the phones of the {self.describe()} ({type(exc).__name__}: {exc});"
                 " is an adb server running there? `adb start-server`") from exc
-        return {str(d.serial): str(d.state) for d in infos}
+        return {str(d.serial): adb_state(str(d.state)) for d in infos}
 
     @asynccontextmanager
     async def changes(self) -> AsyncIterator[AsyncIterator[DeviceChange]]:

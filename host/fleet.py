@@ -12,7 +12,13 @@ It runs every command's episodes: ``serve`` (the adb server's phones, hot-plugge
   group (a generation); when it drops, the group is cancelled, and a new one starts when it
   returns. Nothing is shared between groups but the bus; every adb call the fleet makes is
   scoped to one serial.
-- **Status:** a retained ``DeviceStatus`` (idle | busy | offline) per phone; the host's
+- **Preflight:** ``devices/preflight.py`` when a phone comes online and before each
+  episode (``[fleet] preflight``): a sleeping phone is woken, a lock screen without a PIN
+  dismissed; a phone that still cannot work is ``attention`` (the summary and its fix in
+  the status detail and the log) and its episodes fail without starting, saying why. A
+  phone adb lists as ``unauthorized``, ``no permissions`` or ``offline``, online or never,
+  gets a status and a log line with its fix.
+- **Status:** a retained ``DeviceStatus`` (idle | busy | offline | attention) per phone; the host's
   retained ``HostStatus`` lists its phones, and its last will (set by ``HostRuntime``) says
   ``offline`` when the host dies, which also marks its phones unreachable.
 - **One active episode per phone,** a bounded per-phone queue, then rejection (an ``Error``
@@ -50,7 +56,8 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 
 from actors.telemetry import Tracing, traces_flushed
 from devices.adb import AdbDevice, adb_server_port
-from devices.discovery import AdbDevices, DeviceSource, DeviceSourceError
+from devices.discovery import ABSENT, AdbDevices, DeviceSource, DeviceSourceError
+from devices.preflight import Preflight, adb_check, preflight, ready_phone
 from host.host_runtime import VERSION, HostRuntime, InstructionGate, instruction_problem
 from protocol.messages import (
     Answer,
@@ -92,6 +99,13 @@ class FleetConfig(Section):
     serials: list[str] = []  # only these phones (empty: every phone adb lists)
     publish_timeout_s: Positive = 60.0  # terminal events and status retry this long
     offline_poll_s: Positive = 0.5  # after a device-offline failure, how often to re-check it
+    # devices/preflight.py before each episode and when a phone comes online: a phone that
+    # sleeps or shows a plain lock screen is woken and unlocked; one that cannot work gets
+    # the status ``attention`` (with the fix) and its episodes fail without starting.
+    preflight: bool = True
+    need_keyboard: bool = False  # the ADB Keyboard must be there (non-ASCII typing)
+    stay_awake: bool = False  # `svc power stayon usb` when a phone comes online
+    recheck_s: Positive = 30.0  # how often a phone that needs attention is checked again
 
 
 class FleetHostConfig(RuntimeConfig):
@@ -108,7 +122,7 @@ def fleet_section(cfg: RuntimeConfig) -> FleetConfig:
     return fleet if isinstance(fleet, FleetConfig) else FleetConfig()
 
 
-DeviceState = Literal["idle", "busy", "offline"]
+DeviceState = Literal["idle", "busy", "offline", "attention"]
 OFFLINE_REASON = "device offline"
 OUTCOMES_KEPT = 10_000  # as many as the ids SeenIds remembers (a reason is at most 2000 chars)
 
@@ -271,6 +285,8 @@ class DeviceSlot:
     online: bool = False
     generation: int = 0
     state: DeviceState | None = None
+    detail: str = ""  # the last status's detail
+    checked_at: float = 0.0  # the last preflight (anyio's clock)
     queue: deque[Job] = field(default_factory=deque)
     current: tuple[Job, EpisodeControl] | None = None
     scope: anyio.CancelScope | None = None
@@ -455,7 +471,8 @@ class FleetManager(Actor):
         return job
 
     def _free_slot(self) -> bool:
-        return any(s.online and s.current is None and not s.queue for s in self._slots.values())
+        return any(s.online and s.current is None and not s.queue and s.state != "attention"
+                   for s in self._slots.values())
 
     async def _reject(self, serial: str | None, instr: Instruction, why: str) -> EpisodeFinished:
         self.stats.rejected += 1
@@ -608,14 +625,17 @@ class FleetManager(Actor):
     async def _device_changed(self, serial: str, state: str) -> None:
         slot = self._slots.get(serial)
         if slot is None:
-            if state != "device":
-                return  # never seen online: nothing to report yet
-            slot = self._slots[serial] = DeviceSlot(serial)
+            if state == ABSENT:
+                return  # never seen: nothing to report
+            slot = self._slots[serial] = DeviceSlot(serial)  # shown even if never online
         if state == "device":
             await self._go_online(slot)
-        else:
-            detail = "unauthorized: accept the debugging prompt" if state == "unauthorized" else state
-            await self._go_offline(slot, detail)
+            return
+        check = adb_check(state)
+        if state != ABSENT:
+            log.warning("fleet_device_unusable", adb_state=state, fix=check.fix)
+        await self._go_offline(slot, f"{check.value} — {check.fix}",
+                               state="offline" if state in (ABSENT, "offline") else "attention")
 
     async def _go_online(self, slot: DeviceSlot) -> None:
         if slot.online or self._tg is None:
@@ -628,17 +648,18 @@ class FleetManager(Actor):
         await self._tg.start(self._device_group, slot)
         await self._publish_host_status()
 
-    async def _go_offline(self, slot: DeviceSlot, detail: str) -> None:
+    async def _go_offline(self, slot: DeviceSlot, detail: str,
+                          state: DeviceState = "offline") -> None:
         if not slot.online:
-            if slot.state != "offline":
-                await self._set_status(slot, "offline", detail)
+            if slot.state != state or slot.detail != detail:
+                await self._set_status(slot, state, detail)
             return
         slot.online = False
         log.info("fleet_device_offline", detail=detail)
         if slot.scope is not None:
             slot.scope.cancel()
         await self._wait_group_exit(slot)
-        await self._set_status(slot, "offline", detail)
+        await self._set_status(slot, state, detail)
         await self._publish_host_status()
 
     async def _wait_group_exit(self, slot: DeviceSlot) -> None:
@@ -689,21 +710,79 @@ class FleetManager(Actor):
             done.set()
 
     async def _device_loop(self, slot: DeviceSlot, handle: DeviceHandle) -> None:
-        await self._set_status(slot, "idle", f"generation {handle.generation}")
+        await self._check_phone(slot, handle, first=True)
         while True:
             job = self._take(slot)
             if job is None:
                 work = self._work
-                await work.wait()
+                recheck_at = slot.checked_at + self.config.recheck_s
+                with anyio.move_on_after(recheck_at - anyio.current_time()
+                                         if slot.state == "attention" else float("inf")):
+                    await work.wait()
+                if slot.state == "attention" and anyio.current_time() >= recheck_at:
+                    await self._check_phone(slot, handle, wake=False)
+                continue
+            if not await self._check_phone(slot, handle):
+                if job.fleet:  # another phone may take it; this one waits for its fix
+                    self._fleet_queue.appendleft(job)
+                    self._notify()
+                else:
+                    await self._refuse(slot, job)
                 continue
             outcome = await self._run_job(slot, handle, job)
             if outcome.reason == OFFLINE_REASON:
                 await self._await_device_back(slot)
 
+    async def _check_phone(self, slot: DeviceSlot, handle: DeviceHandle, *, first: bool = False,
+                           wake: bool = True) -> bool:
+        """The phone's preflight (woken and unlocked where it can be, unless ``wake`` is
+        False); the status says ``attention`` and why when it cannot work, ``idle`` again
+        when it can. True: an episode may start."""
+        if not self.config.preflight:
+            if first:
+                await self._set_status(slot, "idle", f"generation {handle.generation}")
+            return True
+        pre = await self._preflight(handle, wake=wake, stay_awake=first and self.config.stay_awake)
+        slot.checked_at = anyio.current_time()
+        if not pre.ready:
+            log.warning("fleet_device_needs_attention", summary=pre.summary,
+                        failing=[c.name for c in pre.attention], done=pre.done)
+            if (slot.state, slot.detail) != ("attention", pre.summary):
+                await self._set_status(slot, "attention", pre.summary)
+            return False
+        log.info("fleet_preflight_ready", took_s=pre.took_s, done=pre.done,
+                 unknown=[c.name for c in pre.checks if c.ok is None])
+        if first or slot.state == "attention":
+            await self._set_status(slot, "idle", f"generation {handle.generation}: ready"
+                                   + (f" ({', '.join(pre.done)})" if pre.done else ""))
+        return True
+
+    async def _preflight(self, handle: DeviceHandle, *, wake: bool, stay_awake: bool
+                         ) -> Preflight:
+        need = self.config.need_keyboard
+        try:
+            with anyio.fail_after(self.config.adb_timeout_s * 2):
+                if not wake:
+                    return await preflight(handle.device, need_keyboard=need)
+                return await ready_phone(handle.device, need_keyboard=need, stay_awake=stay_awake)
+        except TimeoutError:
+            return Preflight(serial=handle.serial, checks=[adb_check(
+                "device", f"the preflight took over {self.config.adb_timeout_s * 2:g}s")])
+
+    async def _refuse(self, slot: DeviceSlot, job: Job) -> None:
+        """A job taken while the phone needs attention: it fails without starting."""
+        instr = job.instr
+        fin = EpisodeFinished(instruction_id=instr.id, status="failed",
+                              reason=f"not started: {slot.serial} {slot.detail}"[:2000],
+                              device=slot.serial, episode_id=job.episode_id,
+                              correlation_id=instr.id)
+        with anyio.CancelScope(shield=True), anyio.move_on_after(self.config.publish_timeout_s):
+            await self._finish(slot, job, fin, idle=False)
+
     def _take(self, slot: DeviceSlot) -> Job | None:
         if slot.queue:
             return slot.queue.popleft()
-        if self._fleet_queue:
+        if self._fleet_queue and slot.state != "attention":
             return self._fleet_queue.popleft()
         return None
 
@@ -820,7 +899,7 @@ class FleetManager(Actor):
     # ---- publishing -----------------------------------------------------------------------
 
     async def _set_status(self, slot: DeviceSlot, state: DeviceState, detail: str = "") -> None:
-        slot.state = state
+        slot.state, slot.detail = state, detail
         msg = DeviceStatus(state=state, host=self.host, detail=detail[:500], device=slot.serial,
                            episode_id=slot.current[0].episode_id if slot.current else "")
         await self._publish(topics.device_status(slot.serial), msg, retain=True, terminal=True)

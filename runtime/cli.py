@@ -50,6 +50,8 @@ PLUGIN_COMMANDS = {
     "report": "render an HTML report of recorded episodes",
     "demo": "the main job on embedded defaults",
     "replay": "re-run a recorded episode's actions on a device",
+    "doctor": "check every phone adb lists: ready, or what to fix",
+    "devices": "prepare the phones (devices setup --ime-apk FILE)",
 }
 EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_TIMEOUT, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 

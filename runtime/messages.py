@@ -92,7 +92,10 @@ class Question(Msg, tag="question", frozen=True):
 
 
 class DeviceStatus(Msg, tag="device_status", frozen=True):
-    state: Literal["idle", "busy", "offline"]
+    """A phone's retained status. ``attention``: adb lists it, but a person must act first
+    (accept the debugging prompt, unlock it, ...): ``detail`` says what and how."""
+
+    state: Literal["idle", "busy", "offline", "attention"]
     host: str = ""
     detail: str = ""
 

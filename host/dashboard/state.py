@@ -58,7 +58,7 @@ class Change:
 class Tile:
     serial: str
     host: str = ""
-    state: str = "offline"  # the retained DeviceStatus: idle | busy | offline
+    state: str = "offline"  # the retained DeviceStatus: idle | busy | offline | attention
     detail: str = ""
     episode_id: str = ""
     instruction_id: str = ""
@@ -86,7 +86,7 @@ class Tile:
 
     @property
     def status(self) -> Status:
-        if self.state == "offline":
+        if self.state in ("offline", "attention"):  # attention: the detail says the fix
             return "offline"
         if self.waiting_for:
             return "waiting"

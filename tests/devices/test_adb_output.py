@@ -49,7 +49,7 @@ def test_every_function_of_the_surface_has_real_cases() -> None:
     have = {c["function"] for c in CASES}
     assert have == {"foreground_package", "wakefulness", "keyguard_showing", "input_size",
                     "display_ids", "png_payload", "input_methods", "launcher_component",
-                    "shell_failure"}
+                    "shell_failure", "keyguard_secure", "rotation"}
 
 
 @pytest.mark.parametrize("case", [c for c in CASES if c["function"] == "shell_failure"

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 import anyio
 import msgspec
 
+from devices.discovery import DeviceSource
 from host.fleet import DeviceHandle, EpisodeControl, FleetConfig, FleetManager, run_fleet
 from host.host_runtime import VERSION
 from protocol.messages import (
@@ -96,7 +97,7 @@ def bus_for(address: BrokerAddress, client_id: str, *, persistent: bool = True,
 async def fleet_host(
     address: BrokerAddress, serials: list[str], work: ScriptedWork | Callable[..., object], *,
     host: str = "h1", config: FleetConfig | None = None, username: str = "",
-    password: str = "", wait_idle: bool = True,
+    password: str = "", wait_idle: bool = True, source: DeviceSource | None = None,
 ) -> AsyncIterator[FleetManager]:
     """A host: its bus (with the host's last will), a FleetManager on ``serials``, its gate."""
     cfg = config or FleetConfig(serials=serials, cancel_grace_s=2.0, adb_timeout_s=10.0)
@@ -109,7 +110,7 @@ async def fleet_host(
         await bus.publish(topics.host_status(host),
                           HostStatus(host=host, state="online", version=VERSION), retain=True)
         fleet = FleetManager(bus, run_episode=work, host=host, config=cfg,  # type: ignore[arg-type]
-                             max_instruction_chars=200)
+                             max_instruction_chars=200, source=source)
         tg.start_soon(run_fleet, bus, fleet)
         if wait_idle:
             with anyio.fail_after(30):

@@ -1,0 +1,127 @@
+"""``mobagent doctor`` and ``mobagent devices setup`` through the real adb server against
+simulated phones, and their error paths (we cannot ship the ADB Keyboard's APK)."""
+
+from __future__ import annotations
+
+import json
+import zipfile
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from devices.adb import ADB_KEYBOARD, ShellResult
+from host.devices_cli import SetupError, install_problem, setup_phone
+from runtime.cli import main
+from tests.fixtures.adb import ConnectedPhone
+
+needs_adb = pytest.mark.needs_adb
+
+
+@needs_adb
+def test_doctor_shows_a_ready_simulated_phone(sim_phone: Callable[..., ConnectedPhone],
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    cp = sim_phone(serial="doc-0")
+    assert main(["doctor", "--serial", cp.serial]) == 0
+    out = capsys.readouterr().out
+    header, row = out.splitlines()[:2]
+    for column in ("adb", "android", "vendor", "screen", "displays", "awake", "keyguard",
+                   "keyboard", "home", "input"):
+        assert column in header
+    assert row.startswith(cp.serial) and "ok 1080x2400, 420 dpi" in row and "ok allowed" in row
+    assert f"{cp.serial}: ready (" in out
+    assert main(["doctor", "--json", "--serial", cp.serial]) == 0
+    (report,) = json.loads(capsys.readouterr().out)
+    assert report["ready"] is True and report["summary"] == "ready"
+    assert {c["name"]: c["ok"] for c in report["checks"]}["awake"] is None  # sim: unknown
+
+
+@needs_adb
+def test_doctor_fails_with_the_fix_for_a_missing_keyboard_and_an_absent_phone(
+        sim_phone: Callable[..., ConnectedPhone], capsys: pytest.CaptureFixture[str]) -> None:
+    cp = sim_phone(serial="doc-1")
+    cp.phone.ime_ids = ["com.android.inputmethod.latin/.LatinIME"]
+    assert main(["doctor", "--keyboard", "--serial", cp.serial, "--serial", "R5CT-gone"]) == 1
+    out = capsys.readouterr().out
+    assert "FAIL ADB Keyboard not installed" in out
+    assert "keyboard: ADB Keyboard not installed — download ADBKeyboard.apk" in out
+    assert "R5CT-gone: needs attention\n  adb: absent — the phone is not connected" in out
+
+
+def _apk(path: Path) -> Path:
+    with zipfile.ZipFile(path, "w") as z:
+        z.writestr("AndroidManifest.xml", b"\x03\x00\x08\x00")
+    return path
+
+
+def test_setup_refuses_a_missing_or_broken_apk(tmp_path: Path,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["devices", "setup", "--ime-apk", str(tmp_path / "none.apk")]) == 2
+    assert "no such file; download ADBKeyboard.apk" in capsys.readouterr().err
+    (tmp_path / "bad.apk").write_text("<html>404</html>")
+    assert main(["devices", "setup", "--ime-apk", str(tmp_path / "bad.apk")]) == 2
+    assert "is not an APK" in capsys.readouterr().err
+
+
+@needs_adb
+def test_setup_pushes_and_reports_the_phones_refusal(
+        sim_phone: Callable[..., ConnectedPhone], tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """The simulated phone takes the push but has no `pm install`: the failure names the
+    phone, what it printed, and how to install by hand; a phone adb lacks is named too."""
+    cp = sim_phone(serial="doc-2")
+    apk = _apk(tmp_path / "ADBKeyboard.apk")
+    code = main(["devices", "setup", "--ime-apk", str(apk), "--serial", cp.serial,
+                 "--serial", "R5CT-gone"])
+    out, err = capsys.readouterr()
+    assert code == 1
+    assert f"{cp.serial}: pushing ADBKeyboard.apk\n{cp.serial}: installing" in out
+    assert f"{cp.serial}: the install failed: " in err
+    assert f"adb -s {cp.serial} install -r -g {apk}" in err
+    assert "R5CT-gone: absent — the phone is not connected" in err
+
+
+def test_install_failures_name_their_fix() -> None:
+    assert install_problem("Performing Streamed Install\nSuccess\n", 0) is None
+    xiaomi = "Failure [INSTALL_FAILED_USER_RESTRICTED: Install canceled by user]\n"
+    got = install_problem(xiaomi, 1)
+    assert got is not None and got.startswith("Failure [INSTALL_FAILED_USER_RESTRICTED")
+    assert "Install via USB" in got
+    incompatible = ("Failure [INSTALL_FAILED_UPDATE_INCOMPATIBLE: Package com.android.adbkeyboard"
+                    " signatures do not match previously installed version; ignoring!]\n")
+    assert "adb uninstall com.android.adbkeyboard" in (install_problem(incompatible, 1) or "")
+
+
+class FakePhone:
+    """Takes the push and the install; ``ime`` answers as given."""
+
+    serial = "fake-1"
+
+    def __init__(self, enable: ShellResult, listed: str) -> None:
+        self.answers = {f"ime enable {ADB_KEYBOARD}": enable, "ime list -s": ShellResult(0, listed)}
+        self.ran: list[str] = []
+
+    async def push(self, local: str, remote: str, timeout_s: float = 120.0) -> None:
+        self.ran.append(f"push {remote}")
+
+    async def shell_result(self, cmd: str, timeout_s: float | None = None) -> ShellResult:
+        self.ran.append(cmd)
+        if cmd.startswith("pm install"):
+            return ShellResult(0, "Success\n")
+        return self.answers.get(cmd, ShellResult(0, ""))
+
+
+@pytest.mark.anyio
+async def test_setup_installs_enables_and_checks(tmp_path: Path) -> None:
+    apk = _apk(tmp_path / "ADBKeyboard.apk")
+    said: list[str] = []
+    ok = FakePhone(ShellResult(0, f"Input method {ADB_KEYBOARD}: now enabled for user #0\n"),
+                   f"{ADB_KEYBOARD}\n")
+    await setup_phone(ok, apk, said.append)  # type: ignore[arg-type]
+    assert ok.ran[:2] == ["push /data/local/tmp/ADBKeyboard.apk",
+                          "pm install -r -g /data/local/tmp/ADBKeyboard.apk"]
+    assert said[-1] == "fake-1: done: the ADB Keyboard is installed and enabled"
+    refused = FakePhone(ShellResult(255, "java.lang.SecurityException: Permission Denial: "
+                                         "WRITE_SECURE_SETTINGS\n"), "")
+    with pytest.raises(SetupError, match="ime enable.*Disable permission monitoring"):
+        await setup_phone(refused, apk, said.append)  # type: ignore[arg-type]
