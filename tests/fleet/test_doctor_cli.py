@@ -33,7 +33,7 @@ def test_doctor_shows_a_ready_simulated_phone(sim_phone: Callable[..., Connected
     assert main(["doctor", "--json", "--serial", cp.serial]) == 0
     (report,) = json.loads(capsys.readouterr().out)
     assert report["ready"] is True and report["summary"] == "ready"
-    assert {c["name"]: c["ok"] for c in report["checks"]}["awake"] is None  # sim: unknown
+    assert {c["name"]: c["ok"] for c in report["checks"]}["awake"] is True
 
 
 @needs_adb
