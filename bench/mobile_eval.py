@@ -64,6 +64,7 @@ from runtime.log import configure_logging  # noqa: E402
 from sim.eval.task import Task  # noqa: E402
 from sim.eval.tasks import TASKS  # noqa: E402
 from sim.phone import SimPhone  # noqa: E402
+from sim.phone_api import DeviceState  # noqa: E402
 
 __all__ = ["main", "parse_ints", "steps_from_events", "success_differences"]
 
@@ -120,7 +121,34 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
                    help="override one config value (repeatable)")
     p.add_argument("--report", action="store_true", help="render the HTML report at the end")
+    p.add_argument("--device-profiles", default="sim",
+                   help="comma-separated simulated phone profiles handed to the phones in turn "
+                        "(sim, pixel-14, samsung-13, xiaomi-hyperos, foldable-14, android-10; "
+                        "default sim)")
+    p.add_argument("--states", default="",
+                   help="comma-separated starting states handed to the phones in turn: "
+                        f"{', '.join(START_STATES)} (default: awake). Every phone is set up as "
+                        "the README says (a Xiaomi's USB debugging (Security settings) on)")
     return p
+
+
+# The states a phone may start an episode run in; the agent's preflight must bring each to
+# a working phone (wake it, dismiss a keyguard with no PIN, enable the keyboard).
+START_STATES = {
+    "awake": DeviceState(usb_security=True),
+    "asleep": DeviceState(awake=False, usb_security=True),
+    "locked": DeviceState(locked=True, usb_security=True),
+    "keyboard-disabled": DeviceState(adb_keyboard="disabled", usb_security=True),
+}
+
+
+def _states(text: str) -> list[DeviceState]:
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    unknown = [n for n in names if n not in START_STATES]
+    if unknown:
+        raise SystemExit(f"bench/mobile_eval.py: unknown state(s) {', '.join(unknown)}: "
+                         f"use {', '.join(START_STATES)}")
+    return [START_STATES[n] for n in names]
 
 
 def _select(args: argparse.Namespace) -> list[type[Task]]:
@@ -163,7 +191,9 @@ async def _run_all(args: argparse.Namespace, cfg: AgentConfig, chosen: list[type
             try:
                 runs[n] = await run_suite(
                     chosen, args.seeds, devices=n, out_dir=out, cfg=cfg, make_policy=make_policy,
-                    on_episode=tick, report=args.report, planner=args.planner)
+                    on_episode=tick, report=args.report, planner=args.planner,
+                    device_profiles=[d.strip() for d in args.device_profiles.split(",")],
+                    states=_states(args.states))
             finally:
                 bar(close=True)
     return runs

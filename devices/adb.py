@@ -502,5 +502,10 @@ class AdbDevice:
         return parse_package_list(await self.shell("pm list packages"))
 
     async def current_app(self) -> str:
-        out = await self.shell("dumpsys window windows")
-        return foreground_package(out) or ""
+        """The foreground package. Android 10 moved ``mCurrentFocus`` out of ``dumpsys window
+        windows`` into ``displays`` (appium#13420); before 10, ``displays`` has none."""
+        for section in ("displays", "windows"):
+            got = foreground_package(await self.shell(f"dumpsys window {section}"))
+            if got:
+                return got
+        return ""

@@ -50,6 +50,7 @@ from sim.eval.task import Task
 from sim.eval.tasks import TASKS, get_task
 from sim.fleet import SimFleet
 from sim.phone import SimPhone
+from sim.phone_api import DeviceState
 
 PHASES = ("capture", "perception", "llm", "act", "reflection")
 RECORDER_WAIT_S = 15.0  # for the recorder to write an episode's last events
@@ -169,8 +170,10 @@ async def run_suite(
     cfg: AgentConfig | None = None, make_policy: MakePolicy = oracle_policy,
     step_lines: bool = False, on_episode: Callable[[Episode], None] | None = None,
     report: bool = False, planner: str = "oracle",
+    device_profiles: Sequence[str] = ("sim",), states: Sequence[DeviceState] = (),
 ) -> SuiteResult:
-    """Every (task, seed) through the real agent on ``devices`` simulated phones at once."""
+    """Every (task, seed) through the real agent on ``devices`` simulated phones at once;
+    ``device_profiles`` and ``states`` are handed to the phones in turn (a mixed fleet)."""
     cfg = cfg or AgentHostConfig()
     if not cfg.bus.url:  # an embedded broker on a free port: never collide with a running one
         cfg = msgspec.structs.replace(cfg, broker=msgspec.structs.replace(cfg.broker, port=0))
@@ -181,7 +184,8 @@ async def run_suite(
     t0 = time.perf_counter()
     for seed in dict.fromkeys(seeds):
         queue = [task_cls(seed) for task_cls in tasks]
-        fleet = await anyio.to_thread.run_sync(SimFleet(devices, seed=seed).start)
+        fleet = await anyio.to_thread.run_sync(SimFleet(
+            devices, seed=seed, device_profile=list(device_profiles), state=list(states) or None).start)
         try:
             await _run_seed(fleet, queue, cfg, perception, out_dir, make_policy, step_lines,
                             episodes, on_episode)

@@ -115,15 +115,17 @@ class SimFleet:
     """`with SimFleet(8) as fleet: fleet.serials` — phones up and connected to adb.
 
     ``profile`` is the latency profile; ``device_profile`` which real phone each answers
-    as (one name, or one per phone, cycled: a mixed fleet); ``state`` and ``faults`` are
-    copied to every phone (each may be changed alone later through ``fleet.phone``)."""
+    as (one name, or one per phone, cycled: a mixed fleet); ``state`` likewise (one for
+    every phone, or one per phone, cycled); ``faults`` are copied to every phone (each may be
+    changed alone later through ``fleet.phone``)."""
 
     def __init__(self, count: int, *, seed: int = 0, profile: str | LatencyProfile = "instant",
                  adb_port: int | None = None, base_port: int | None = None,
                  phone_factory: PhoneFactory | None = None,
                  connect_timeout: float = 15.0,
                  device_profile: str | DeviceProfile | Sequence[str | DeviceProfile] = "sim",
-                 state: DeviceState | None = None, faults: Faults | None = None) -> None:
+                 state: DeviceState | Sequence[DeviceState] | None = None,
+                 faults: Faults | None = None) -> None:
         if count < 1:
             raise ValueError(f"count must be at least 1, not {count}")
         if seed < 0:
@@ -135,7 +137,8 @@ class SimFleet:
         if not wanted:
             raise ValueError("device_profile names no profile")
         self.device_profiles = [profile_named(p) if isinstance(p, str) else p for p in wanted]
-        self.device_state = state
+        self.device_states = [] if state is None else [state] if isinstance(state, DeviceState) \
+            else list(state)
         self.faults = faults
         if base_port is not None:
             last = base_port + count - 1
@@ -223,8 +226,9 @@ class SimFleet:
         phone = self._factory(info, self.seed)
         # copies: each phone may be tuned alone (a capture cost's hub stays shared)
         phone.latency = dataclasses.replace(self.latency)
-        if self.device_state is not None:
-            phone.device_state = dataclasses.replace(self.device_state)
+        if self.device_states:
+            phone.device_state = dataclasses.replace(
+                self.device_states[index % len(self.device_states)])
         if self.faults is not None:
             phone.faults = dataclasses.replace(self.faults)
         port = self.base_port + index if self.base_port is not None else 0

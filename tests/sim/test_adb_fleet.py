@@ -175,6 +175,18 @@ def test_fleet_of_device_profiles_on_real_phones(adb_server: AdbServer) -> None:
         assert adb_output.wakefulness(fleet.device(fleet.serials[1]).shell("dumpsys power")) == "awake"
 
 
+
+def test_fleet_hands_out_one_state_per_phone_in_turn(adb_server: AdbServer) -> None:
+    states = [DeviceState(awake=False), DeviceState(locked=True)]
+    with SimFleet(3, adb_port=adb_server.port, state=states) as fleet:
+        got = [fleet.phone(s).device_state for s in fleet.serials]
+        assert [st.awake for st in got] == [False, True, False]
+        assert [st.locked for st in got] == [False, True, False]
+        assert got[0] is not got[2]  # copies: one phone woken leaves the other asleep
+        assert adb_output.wakefulness(fleet.device(fleet.serials[2]).shell("dumpsys power")) \
+            == "asleep"
+
+
 def test_fleet_of_unauthorized_phones_then_allowed(adb_server: AdbServer) -> None:
     with SimFleet(1, adb_port=adb_server.port, phone_factory=recording_phone,
                   faults=Faults(unauthorized=True)) as fleet:
