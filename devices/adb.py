@@ -28,6 +28,7 @@ import numpy as np
 
 from devices.adb_output import (
     ShellFailure,
+    Wakefulness,
     display_ids,
     foreground_package,
     input_methods,
@@ -35,6 +36,7 @@ from devices.adb_output import (
     launcher_component,
     png_payload,
     shell_failure,
+    wakefulness,
 )
 from devices.codecs import decode_rgb
 from runtime.errors import MobagentError
@@ -504,3 +506,13 @@ class AdbDevice:
     async def current_app(self) -> str:
         out = await self.shell("dumpsys window windows")
         return foreground_package(out) or ""
+
+    async def wakefulness(self) -> Wakefulness | None:
+        """Awake, asleep or dozing (``dumpsys power``, else ``dumpsys window policy``);
+        None where the phone does not say."""
+        for cmd in ("dumpsys power", "dumpsys window policy"):
+            res = await self.shell_result(cmd)
+            state = wakefulness(res.output) if res.exit_code == 0 else None
+            if state is not None:
+                return state
+        return None
