@@ -6,13 +6,14 @@ Real mosquitto, a real adb server, simulated phones (recording stand-ins) behind
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 
 import anyio
 import pytest
 
-from devices.discovery import connect_address, is_network_serial
-from host.fleet import FleetConfig
+from devices.discovery import ABSENT, DeviceChange, connect_address, is_network_serial
+from host.fleet import FleetConfig, FleetManager
 from protocol.messages import Instruction
 from runtime.bus import parse_broker_url
 from sim.fleet import SimFleet
@@ -95,3 +96,54 @@ async def test_a_wifi_phone_is_connected_at_start_and_again_after_a_drop(
         await client.instruct(serial, Instruction(id="w1", text="after the drop"))
         await client.wait_finished(["w1"])
         assert client.finished_ids()["w1"].status == "succeeded"
+
+
+class Scripted:
+    """adb's listing, then the changes a test sends (``send``)."""
+
+    def __init__(self, states: dict[str, str]) -> None:
+        self.states = states
+        self._send, self._recv = anyio.create_memory_object_stream[DeviceChange](16)
+
+    def describe(self) -> str:
+        return "a scripted listing"
+
+    async def present(self) -> dict[str, str]:
+        return dict(self.states)
+
+    @asynccontextmanager
+    async def changes(self) -> AsyncIterator[AsyncIterator[DeviceChange]]:
+        yield self._recv
+
+    async def send(self, serial: str, state: str) -> None:
+        self.states[serial] = state
+        await self._send.send(DeviceChange(serial, state))
+
+    async def ready(self, serial: str) -> bool:
+        return self.states.get(serial) == "device"
+
+
+async def test_the_usb_serial_replaces_an_idle_wifi_one_and_hands_back_when_unplugged(
+    mosquitto: MosquittoBroker, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    wifi, usb = "192.168.1.20:5555", "R5CT10ABCDE"
+
+    async def serialno(self: FleetManager, serial: str) -> str:
+        return "R5CT10ABCDE"  # both serials are the same phone
+
+    monkeypatch.setattr(FleetManager, "_read_serialno", serialno)
+    source = Scripted({wifi: "device"})
+    address = parse_broker_url(mosquitto.url)
+    cfg = FleetConfig(serials=[wifi, usb], preflight=False)
+    async with fleet_host(address, [wifi, usb], ScriptedWork(), config=cfg, wait_idle=False,
+                          source=source) as fm, fleet_client(address) as client:
+        await client.wait_status(wifi, "idle")
+        await source.send(usb, "device")  # plugged in: USB wins over an idle Wi-Fi serial
+        await client.wait_status(usb, "idle")
+        await client.wait_status(wifi, "offline")
+        assert fm.devices() == {wifi: "offline", usb: "idle"}
+        detail = [s for who, s, _ in client.status if who == wifi][-1].detail
+        assert detail.startswith(f"duplicate of {usb}")
+        await source.send(usb, ABSENT)  # unplugged: Wi-Fi takes over
+        await client.wait_status(wifi, "idle")
+        assert fm.devices() == {wifi: "idle", usb: "offline"}
