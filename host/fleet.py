@@ -370,11 +370,14 @@ class FleetManager(Actor):
         self._work = anyio.Event()
         self._tg: TaskGroup | None = None
         self._host_devices: tuple[str, ...] | None = None
-        self._wanted = set(self.config.serials)
         self.connector = WifiConnector(
             self.adb_client, self.config.connect, self.source.present,
             timeout_s=self.config.adb_timeout_s, check_s=self.config.connect_check_s,
             max_backoff_s=self.config.reconnect_max_s) if self.config.connect else None
+        # only these phones (none named: every phone), the Wi-Fi ones to connect among them
+        self._wanted = set(self.config.serials)
+        if self._wanted and self.connector is not None:
+            self._wanted.update(self.connector.addresses)
         self._stop_requested = False
         self._stopped = anyio.Event()  # main has ended and said so on every phone's status
 

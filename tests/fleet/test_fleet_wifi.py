@@ -78,12 +78,14 @@ async def test_a_wifi_phone_is_connected_at_start_and_again_after_a_drop(
     adb_server.run("disconnect", serial)  # not connected: the fleet must do it
     assert adb_server.wait_state(serial, lambda s: s is None) is None
     address = parse_broker_url(mosquitto.url)
-    cfg = FleetConfig(serials=[serial], connect=[serial], connect_check_s=0.3,
+    # serials names another phone: a phone to connect is wanted all the same
+    cfg = FleetConfig(serials=["R5CT-other"], connect=[serial], connect_check_s=0.3,
                       reconnect_max_s=1.0, adb_timeout_s=5.0, cancel_grace_s=2.0)
     async with fleet_host(address, [serial], ScriptedWork(steps=1), config=cfg,
                           wait_idle=False) as fm, fleet_client(address) as client:
         await client.wait_status(serial, "idle", timeout_s=20)
         assert fm.connector is not None and fm.connector.connects[serial] == 1
+        assert fm.devices() == {serial: "idle"}
 
         # Wi-Fi drops: the phone's adbd is gone and adb forgets it; then it is back.
         fleet.drop(serial)
