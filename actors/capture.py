@@ -7,8 +7,9 @@ bus and to the LLM. A black frame is told apart (``black_area``): the app area b
 drawn system bars, or the whole frame black while the phone says its display is on, is a
 secure window (FLAG_SECURE), flagged ``black``; a whole black frame from a phone that says
 it sleeps is a display that is off: the phone is woken (KEYCODE_WAKEUP) and captured again,
-and that frame is flagged ``display_off`` (with ``wake_failed`` when it did not wake). ``small_views`` makes the LLM's view and
-the watchers' ``Screen`` from the pixels capture already holds.
+and that frame is flagged ``display_off`` (with ``wake_failed`` when it did not wake).
+``small_views`` makes the LLM's view and the watchers' ``Screen`` from the pixels capture
+already holds.
 
 ``CaptureService`` answers ``FrameRequest`` with a ``Frame``: it keeps the decoded pixels in
 the host's ``FrameStore`` (so perception and the reflector never decode that frame again)
