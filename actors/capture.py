@@ -2,9 +2,14 @@
 
 ``CaptureEngine`` (one per phone) takes a screenshot through the ``Device`` (raw path by
 default, PNG fallback: ``devices/adb.py``), hashes the pixels, flags a frame identical to
-the previous one or all black (a secure window), and encodes it once (JPEG or PNG, off the
-loop); the same bytes go on the bus and to the LLM. ``small_views`` makes the LLM's view and
-the watchers' ``Screen`` from the pixels capture already holds.
+the previous one, and encodes it once (JPEG or PNG, off the loop); the same bytes go on the
+bus and to the LLM. A black frame is told apart (``black_area``): the app area black under
+drawn system bars, or the whole frame black while the phone says its display is on, is a
+secure window (FLAG_SECURE), flagged ``black``; a whole black frame from a phone that says
+it sleeps is a display that is off: the phone is woken (KEYCODE_WAKEUP) and captured again,
+and that frame is flagged ``display_off`` (with ``wake_failed`` when it did not wake).
+``small_views`` makes the LLM's view and the watchers' ``Screen`` from the pixels capture
+already holds.
 
 ``CaptureService`` answers ``FrameRequest`` with a ``Frame``: it keeps the decoded pixels in
 the host's ``FrameStore`` (so perception and the reflector never decode that frame again)
@@ -16,8 +21,8 @@ from __future__ import annotations
 
 import hashlib
 import time
-from dataclasses import dataclass
-from typing import Literal, Protocol
+from dataclasses import dataclass, replace
+from typing import Literal, Protocol, runtime_checkable
 
 import anyio
 import cv2
@@ -28,6 +33,7 @@ import structlog
 from actors.frames import FrameStore
 from actors.rpc import Entries, Registered, ServiceActor
 from devices.adb import Device
+from devices.adb_output import Wakefulness
 from devices.codecs import encode_jpeg, encode_png, shrink
 from protocol.messages import Frame, FrameRequest, Msg, Screen, TextLine
 from runtime import topics
@@ -36,6 +42,14 @@ from runtime.actor import Publisher
 log = structlog.get_logger(__name__)
 
 BLACK_MEAN = 6.0  # mean brightness below this (and almost no variation) is a black frame
+# The app area, as fractions of the frame's height: below the status bar (24 dp, about 3 %
+# of a phone's height), above the navigation bar (48 dp with buttons, about 5 %; 16 dp with
+# gestures). The bars are read in the strips above and below it.
+APP_TOP, APP_BOTTOM = 0.06, 0.92
+BAR_TOP, BAR_BOTTOM = 0.035, 0.94
+KEY_WAKEUP = 224  # wakes a sleeping phone, does nothing to an awake one
+WAKE_SETTLE_S = 0.5  # from the wake key to a frame the display has drawn
+BlackArea = Literal["frame", "app"]
 
 
 @dataclass(frozen=True)
@@ -76,6 +90,26 @@ def pixel_sha(rgb: np.ndarray) -> str:
 def is_black(rgb: np.ndarray) -> bool:
     small = rgb[::8, ::8]
     return float(small.mean()) < BLACK_MEAN and float(small.std()) < 4.0
+
+
+def black_area(rgb: np.ndarray) -> BlackArea | None:
+    """``frame``: all of it black; ``app``: the app area black while a system bar is drawn
+    (what a FLAG_SECURE window looks like in a screenshot); None: not black."""
+    if is_black(rgb):
+        return "frame"
+    h = rgb.shape[0]
+    if not is_black(rgb[int(h * APP_TOP):int(h * APP_BOTTOM)]):
+        return None
+    top, bottom = rgb[:max(1, int(h * BAR_TOP)):2, ::2], rgb[int(h * BAR_BOTTOM)::2, ::2]
+    return "app" if not (is_black(top) and is_black(bottom)) else "frame"
+
+
+@runtime_checkable
+class Wakeable(Protocol):
+    """A device that says whether its display is on, and takes a key (``AdbDevice``)."""
+
+    async def wakefulness(self) -> Wakefulness | None: ...
+    async def key(self, keycode: int) -> None: ...
 
 
 def encode_frame(rgb: np.ndarray, fmt: Literal["png", "jpeg"], quality: int = 80) -> bytes:
@@ -130,32 +164,65 @@ class CaptureEngine:
         self.timeout_s = timeout_s
         self.previous: Captured | None = None
         self.count = 0
+        self.wake_settle_s = WAKE_SETTLE_S
 
     async def capture(self, *, episode_id: str = "", step: int = 0, view_side: int = 0,
-                      view_quality: int = 85) -> Captured:
+                      view_quality: int = 85, wake: bool = True) -> Captured:
+        """A frame of the phone; a black one is told apart (see the module's doc), and a
+        sleeping phone woken, unless ``wake`` is False (the idle stream between episodes
+        leaves a phone asleep: its black frame is flagged ``black`` unasked)."""
+        take = (episode_id, step, view_side, view_quality)
+        cap, dark = await self._take(*take)
+        device = self.device
+        if not wake or dark != "frame" or not isinstance(device, Wakeable) \
+                or await self._display(device) in (None, "awake"):
+            return cap  # not black, or black with the display on: a secure window
+        log.info("capture_display_off", device=device.serial)
+        with anyio.fail_after(self.timeout_s):
+            await device.key(KEY_WAKEUP)
+        await anyio.sleep(self.wake_settle_s)
+        cap, dark = await self._take(*take)
+        flags = [*cap.frame.flags, "display_off"]
+        if dark == "frame" and await self._display(device) not in (None, "awake"):
+            flags = [f for f in flags if f != "black"] + ["wake_failed"]
+        cap = replace(cap, frame=msgspec.structs.replace(cap.frame, flags=flags))
+        self.previous = cap
+        return cap
+
+    async def _display(self, device: Wakeable) -> Wakefulness | None:
+        """The phone's word on its display (None when it cannot say)."""
+        try:
+            with anyio.fail_after(self.timeout_s):
+                return await device.wakefulness()
+        except Exception as exc:
+            log.info("capture_wakefulness_unknown", error=f"{type(exc).__name__}: {exc}")
+            return None
+
+    async def _take(self, episode_id: str, step: int, view_side: int,
+                    view_quality: int) -> tuple[Captured, BlackArea | None]:
         t0 = time.perf_counter()
         with anyio.fail_after(self.timeout_s):
             shot = await self.device.screenshot()
         t1 = time.perf_counter()
         rgb = shot.rgb
 
-        def work() -> tuple[str, bool, bytes, bytes, bytes]:
+        def work() -> tuple[str, BlackArea | None, bytes, bytes, bytes]:
             sha = pixel_sha(rgb)
-            black = is_black(rgb)
+            dark = black_area(rgb)
             if self.fmt == "png" and shot.png:
                 data = shot.png  # the phone's PNG already is the encoding
             else:
                 data = encode_frame(rgb, self.fmt, self.quality)
             view, screen = small_views(rgb, view_side, view_quality, self.screen_side)
-            return sha, black, data, view, screen
+            return sha, dark, data, view, screen
 
         with anyio.fail_after(self.timeout_s):
-            sha, black, data, view, screen = await anyio.to_thread.run_sync(
+            sha, dark, data, view, screen = await anyio.to_thread.run_sync(
                 work, limiter=self.limiter)
         flags: list[str] = []
         if self.previous is not None and self.previous.frame.sha256 == sha:
             flags.append("identical")
-        if black:
+        if dark is not None:
             flags.append("black")
         self.count += 1
         frame = Frame(
@@ -166,7 +233,7 @@ class CaptureEngine:
         )
         captured = Captured(frame, rgb, t1 - t0, time.perf_counter() - t1, view, screen)
         self.previous = captured
-        return captured
+        return captured, dark
 
 
 class TextReader(Protocol):
@@ -220,7 +287,8 @@ class CaptureService(ServiceActor[CaptureEntry]):
             try:
                 cap = await entry.capture.capture(episode_id=req.episode_id, step=req.step,
                                                   view_side=req.view_side,
-                                                  view_quality=req.view_quality)
+                                                  view_quality=req.view_quality,
+                                                  wake=req.purpose != "stream")
             except Exception as exc:
                 failed.insert(0, exc)
                 tg.cancel_scope.cancel()

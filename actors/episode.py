@@ -347,6 +347,22 @@ class DeviceAgent(Actor):
         return outcome
 
 
+def frame_notes(flags: list[str]) -> list[str]:
+    """What the model is told about a frame capture flagged (actors/capture.py)."""
+    if "wake_failed" in flags:
+        return ["The phone's screen is off and did not wake up: the screenshot is black. "
+                "Ask the user to wake the phone."]
+    notes = []
+    if "display_off" in flags:
+        notes.append("The phone's screen was off (the phone was asleep): it was woken before "
+                     "this screenshot. If a lock screen shows, unlock it or Ask the user.")
+    if "black" in flags:
+        notes.append("The app area of the screenshot is black while the phone is on: the app "
+                     "shows a secure window (FLAG_SECURE) that screenshots cannot capture. "
+                     "Go Back, or Ask the user.")
+    return notes
+
+
 class _PhaseClock:
     """Where one step's time went (capture, llm, perception, approval, act, reflection),
     published once as its ``StepTiming``."""
@@ -847,9 +863,7 @@ class _Episode:
     def context(self, before: Frame, hints: tuple[str, ...] = ()) -> StepContext:
         steers = self.agent.control.take_steers()
         feedback = [*self.feedback, *(f"The user says: {t}" for t in steers)]
-        if "black" in before.flags:
-            feedback.append("The screenshot is all black: the app shows a secure window that "
-                            "cannot be captured. Go Back, or Ask the user.")
+        feedback.extend(frame_notes(before.flags))
         settings = self.settings
         return StepContext(
             instruction=self.instr.text, screenshot=self.screenshot(before),

@@ -474,7 +474,7 @@ def main(argv: list[str] | None = None) -> int:
           f"{screens['dashboard_thumb_png_ms']:.2f} ms (PNG frame)", flush=True)
 
     # A private adb server, set before adbutils is imported anywhere.
-    from bench.fleet import Mosquitto, SwipesScript, free_port, run_n, summarise
+    from bench.fleet import REMEASURE_EVERY, Mosquitto, SwipesScript, free_port, run_n, summarise
 
     adb_port = free_port()
     os.environ["ANDROID_ADB_SERVER_PORT"] = str(adb_port)
@@ -485,7 +485,8 @@ def main(argv: list[str] | None = None) -> int:
     ensure_adb_server(adb_port)
     script = SwipesScript(args.steps, args.llm_delay)
     fleet_args = argparse.Namespace(phone="sim", sim_procs=args.sim_procs, loop="agent",
-                                    capture="png", steps=args.steps, llm_delay=args.llm_delay)
+                                    capture_cost="off", remeasure_every=REMEASURE_EVERY,
+                                    steps=args.steps, llm_delay=args.llm_delay)
     print("the phones run bench/fleet.py's swipes workload (the agent loop under the fleet "
           f"manager, a scripted loopback LLM after {args.llm_delay:g} s, one Frame per step "
           f"on the bus); {args.browsers} WebSocket clients stand in for the browsers",

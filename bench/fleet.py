@@ -39,6 +39,15 @@ and reply crosses the broker), LLMPolicy through ``models.llm``, with no settle 
 through adbutils, the frame downscaled and JPEG-encoded, one chat-completions call with
 the image, the reply's ``Tap (x, y)`` parsed, a tap, a StepTiming event.
 
+``--capture png,raw,auto`` runs each N once per screenshot path (devices/adb.py; default
+``png`` alone), side by side; with ``--capture-cost usb2`` the simulated phones charge a
+real phone's screenshot cost (sim/capture.py: the phone's PNG or raw encode per pixel, and
+one USB 2.0 hub's bandwidth shared by all of them, so their phones run in one process and
+the flat screencap delay is off). A table then gives per path and N the capture time
+(p50, p95: the agent's screenshot call, adb included), steps/s, and for ``auto`` how often
+both paths were timed (``--remeasure-every``, 200 as in the agent) and which the phones
+took at the end.
+
 Reported per N: steps/s; the ideal steps/s (N / one phone's step time, measured at N = 1
 as wall time per step);
 their ratio; the per-step overhead outside the LLM and the device (step wall time minus
@@ -74,6 +83,8 @@ if str(ROOT) not in sys.path:
 
 import anyio  # noqa: E402
 
+from devices.adb import REMEASURE_EVERY  # noqa: E402 (no adbutils yet: it comes later)
+
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
@@ -82,6 +93,7 @@ if TYPE_CHECKING:
     from host.fleet import FleetManager
     from runtime.bus import Bus
 
+CAPTURE_PATHS = ("png", "raw", "auto")
 ACTION_RE = re.compile(r"Action:\s*Tap\s*\((\d+),\s*(\d+)\)")
 
 
@@ -130,6 +142,9 @@ class RunStats:
     levers: str = ""  # mobile-eval: the --levers variant this run is
     rec_lines: int = 0  # text lines the recogniser was asked for
     rec_reused: int = 0  # of them, answered from its crop cache (perception.ocr.rec_cache)
+    capture: str = "png"  # --capture: the screenshot path of this run
+    capture_s: list[float] = field(default_factory=list)  # per screenshot (the agent's call)
+    devices: list[Any] = field(default_factory=list)  # the AdbDevices (auto: what they chose)
 
 
 # --levers: the perception levers each variant runs with (agent.lazy_ocr, speculation
@@ -156,13 +171,15 @@ class TimedDevice:
             return attr
 
         async def timed(*a: Any, **kw: Any) -> Any:
-            if name == "screenshot" and self._stats is not None:
-                self._stats.screenshots += 1
             t = time.perf_counter()
             try:
                 return await attr(*a, **kw)
             finally:
-                self._acc[self.serial] = self._acc.get(self.serial, 0.0) + time.perf_counter() - t
+                took = time.perf_counter() - t
+                self._acc[self.serial] = self._acc.get(self.serial, 0.0) + took
+                if name == "screenshot" and self._stats is not None:
+                    self._stats.screenshots += 1
+                    self._stats.capture_s.append(took)
 
         return timed
 
@@ -211,8 +228,8 @@ class TimingBus:
 
 
 def agent_worker(llm: Any, services: Any, stats: RunStats, llm_delay: float, steps: int,
-                 capture: Literal["png", "raw"] = "png", *, settings: Any = None,
-                 policy_for: Any = None, meter: Any = None) -> Any:
+                 capture: Literal["png", "raw", "auto"] = "png", *, settings: Any = None,
+                 policy_for: Any = None, meter: Any = None, remeasure_every: int = 0) -> Any:
     """``run_episode`` running the agent's DeviceAgent (actors/) on one phone, its step
     requests served by the host's ``services`` on the bus."""
     from actors.config import AgentSettings
@@ -231,10 +248,13 @@ def agent_worker(llm: Any, services: Any, stats: RunStats, llm_delay: float, ste
     acc: dict[str, float] = {}
 
     def make_agent(handle: DeviceHandle) -> DeviceAgent:
+        device = AdbDevice(handle.serial, client=handle.adb, capture=capture, timeout_s=30.0)
+        if remeasure_every:
+            device.remeasure_every = remeasure_every
+        stats.devices.append(device)
         return DeviceAgent(
             TimingBus(handle.bus, acc, stats, llm_delay, meter, settings.settle_s),
-            TimedDevice(AdbDevice(handle.serial, client=handle.adb, capture=capture,
-                                  timeout_s=30.0), acc, stats),
+            TimedDevice(device, acc, stats),
             settings=settings, perception=services.perception_engine,
             policy_for=policy_for or (
                 lambda _i: LLMPolicy(llm, RoleSetup.from_settings(llm.settings))),
@@ -396,8 +416,50 @@ async def start_fleet(tg: TaskGroup, hbus: Bus, cbus: Bus, worker: Any, serials:
     return fm
 
 
+def sim_latency(args: argparse.Namespace) -> Any:
+    """The simulated phones' latency: the realistic profile, or with ``--capture-cost usb2``
+    its input delays and the capture-cost model (one hub for this run's phones) instead of
+    the flat screencap delay."""
+    from sim.capture import CaptureCost
+    from sim.phone_api import LatencyProfile
+
+    profile = LatencyProfile.named("realistic")
+    if args.capture_cost == "usb2":
+        profile.screencap_s = 0.0
+        profile.capture = CaptureCost.usb2()
+    return profile
+
+
+async def start_sim_procs(n: int, args: argparse.Namespace, adb_port: int,
+                          procs: list[subprocess.Popen[str]]) -> list[str]:
+    """The phones in their own processes, as real phones have their own CPUs: their
+    rendering must not hold this process's GIL. Returns their serials."""
+    k = 1 if args.capture_cost == "usb2" else min(args.sim_procs, n)  # one hub: one process
+    env = {**os.environ, "ANDROID_ADB_SERVER_PORT": str(adb_port), "ADB_EMU": "0"}
+    cost = ["--capture-cost", "usb2", "--screencap-ms", "0"] if args.capture_cost == "usb2" \
+        else []
+    serials: list[str] = []
+    for i in range(k):
+        count = n // k + (1 if i < n % k else 0)
+        procs.append(subprocess.Popen(  # noqa: ASYNC220 (a quick fork, once per N)
+            [sys.executable, "-m", "sim.cli", "sim", "--count", str(count),
+             "--profile", "realistic", *cost], cwd=ROOT, env=env, text=True,
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL))
+    for i, proc in enumerate(procs):
+        out = proc.stdout
+        assert out is not None
+        want = n // k + (1 if i < n % k else 0)
+        with anyio.fail_after(180):
+            for _ in range(want):
+                line = await anyio.to_thread.run_sync(out.readline)
+                if not line:
+                    raise RuntimeError("a simulated-phone process exited early")
+                serials.append(line.strip())
+    return serials
+
+
 async def run_n(n: int, args: argparse.Namespace, adb_port: int, llm_url: str,
-                broker_url: str) -> RunStats:
+                broker_url: str, capture: str = "png") -> RunStats:
     import msgspec
     import numpy as np
     import openai
@@ -410,43 +472,22 @@ async def run_n(n: int, args: argparse.Namespace, adb_port: int, llm_url: str,
     from runtime.bus import Bus, parse_broker_url
     from runtime.config import BusConfig
     from sim.fleet import SimFleet
-    from sim.phone_api import LatencyProfile
 
     factory = None
     if args.phone == "stand-in":
         from sim.stand_in import recording_phone
 
         factory = recording_phone
-    profile = LatencyProfile.named("realistic")
-    device_s = profile.screencap_s + profile.input_s  # one screencap and one tap per step
-    stats = RunStats(n)
+    profile = sim_latency(args)
+    stats = RunStats(n, capture=capture)
     fleet_sim: SimFleet | None = None
     procs: list[subprocess.Popen[str]] = []
     serials: list[str] = []
     if args.sim_procs and factory is None:
-        # The phones in their own processes, as real phones have their own CPUs: their
-        # rendering must not hold this process's GIL.
-        k = min(args.sim_procs, n)
-        env = {**os.environ, "ANDROID_ADB_SERVER_PORT": str(adb_port), "ADB_EMU": "0"}
-        for i in range(k):
-            count = n // k + (1 if i < n % k else 0)
-            procs.append(subprocess.Popen(  # noqa: ASYNC220 (a quick fork, once per N)
-                [sys.executable, "-m", "sim.cli", "sim", "--count", str(count),
-                 "--profile", "realistic"], cwd=ROOT, env=env, text=True,
-                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL))
-        for proc in procs:
-            out = proc.stdout
-            assert out is not None
-            want = n // k + (1 if procs.index(proc) < n % k else 0)
-            with anyio.fail_after(180):
-                for _ in range(want):
-                    line = await anyio.to_thread.run_sync(out.readline)
-                    if not line:
-                        raise RuntimeError("a simulated-phone process exited early")
-                    serials.append(line.strip())
+        serials = await start_sim_procs(n, args, adb_port, procs)
     else:
         fleet_sim = await anyio.to_thread.run_sync(lambda: SimFleet(
-            n, profile="realistic", adb_port=adb_port, phone_factory=factory).start())
+            n, profile=profile, adb_port=adb_port, phone_factory=factory).start())
         serials = fleet_sim.serials
     llm = openai.AsyncOpenAI(base_url=llm_url, api_key="bench-key", timeout=args.llm_delay + 30,
                              max_retries=0)
@@ -461,6 +502,7 @@ async def run_n(n: int, args: argparse.Namespace, adb_port: int, llm_url: str,
             with anyio.fail_after(30):
                 img = await anyio.to_thread.run_sync(dev.screenshot)
             stats.screenshots += 1
+            stats.capture_s.append(time.perf_counter() - t0)
 
             def encode(im: Image.Image = img) -> str:
                 im = im.convert("RGB")
@@ -496,7 +538,6 @@ async def run_n(n: int, args: argparse.Namespace, adb_port: int, llm_url: str,
             stats.overhead_s.append(max(0.0, total - llm_s - cap_s - tap_s))
             stats.device_s.append(cap_s + tap_s)
             stats.llm_s.append(llm_s)
-            _ = device_s
             await handle.emit(StepTiming(
                 phases={"llm": round(llm_s, 4), "total": round(total, 4)}, total_s=round(total, 4),
                 device=handle.serial, episode_id=control.episode_id, step=step,
@@ -532,7 +573,8 @@ async def run_n(n: int, args: argparse.Namespace, adb_port: int, llm_url: str,
 
                 services = AgentServices(hbus, perception)
                 worker = agent_worker(llm_client, services, stats, args.llm_delay, args.steps,
-                                      args.capture)
+                                      capture,  # type: ignore[arg-type]
+                                      remeasure_every=args.remeasure_every)
                 extra = services.actors()
             await start_fleet(tg, hbus, cbus, worker, serials, adb_port, extra)
 
@@ -643,7 +685,7 @@ async def run_n_eval(n: int, args: argparse.Namespace, adb_port: int, llm_url: s
                     codec=CODEC) as cbus, \
                 anyio.create_task_group() as tg:
             services = AgentServices(hbus, perception)
-            worker = agent_worker(llm_client, services, stats, args.llm_delay, 0, args.capture,
+            worker = agent_worker(llm_client, services, stats, args.llm_delay, 0, args.capture[0],
                                   settings=settings, policy_for=policy_for,
                                   meter=perception.meter)
             await start_fleet(tg, hbus, cbus, worker, serials, adb_port, services.actors())
@@ -746,8 +788,16 @@ def main(argv: list[str] | None = None) -> int:
                    help="the rendered simulated phone, or a cheap solid-colour stand-in")
     p.add_argument("--loop", choices=("agent", "own"), default="agent",
                    help="the agent's actors (default), or the benchmark's own minimal loop")
-    p.add_argument("--capture", choices=("png", "raw"), default="png",
-                   help="the screenshot path the agent loop takes (see devices/adb.py)")
+    p.add_argument("--capture", default="png",
+                   help="the screenshot path the agent loop takes (devices/adb.py): png "
+                        "(default), raw or auto; several, comma-separated, run side by side "
+                        "at each N (swipes workload)")
+    p.add_argument("--capture-cost", choices=("off", "usb2"), default="off",
+                   help="the simulated phones charge a real phone's screenshot cost "
+                        "(sim/capture.py: encode per pixel, one USB 2.0 hub shared)")
+    p.add_argument("--remeasure-every", type=int, default=REMEASURE_EVERY,
+                   help=f"auto capture: time both paths again every this many frames "
+                        f"(default {REMEASURE_EVERY}, as the agent)")
     p.add_argument("--sim-procs", type=int, default=2,
                    help="run the phones in this many separate processes (0: in this process)")
     p.add_argument("--workload", choices=("swipes", "mobile-eval"), default="swipes",
@@ -782,6 +832,22 @@ def main(argv: list[str] | None = None) -> int:
         p.error(f"--levers: distinct names from {', '.join(LEVERS)}, not {args.levers!r}")
     if len(variants) > 1 and not eval_load:
         p.error("--levers: only with --workload mobile-eval")
+    args.capture = [c.strip() for c in args.capture.split(",") if c.strip()]
+    if not args.capture or any(c not in CAPTURE_PATHS for c in args.capture) \
+            or len(set(args.capture)) < len(args.capture):
+        p.error(f"--capture: distinct paths from {', '.join(CAPTURE_PATHS)}")
+    if len(args.capture) > 1 and (eval_load or args.loop != "agent"):
+        p.error("--capture: several paths only with the swipes workload's agent loop")
+    if args.remeasure_every < 1:
+        p.error("--remeasure-every must be >= 1")
+    if not eval_load:
+        variants = args.capture  # swipes: the capture paths side by side
+
+    def variant(r: dict[str, Any]) -> str:  # mobile-eval: the levers; swipes: the capture
+        return str(r["levers"] if eval_load else r["capture"])
+
+    def label(r: dict[str, Any]) -> str:  # N, and the variant when there are several
+        return f"{variant(r)}/{r['n']}" if len(variants) > 1 else str(r["n"])
     if args.episodes < 1 or args.perception_workers < 1 or args.ocr_threads < 0:
         p.error("--episodes and --perception-workers must be >= 1, --ocr-threads >= 0")
     try:
@@ -867,23 +933,22 @@ def main(argv: list[str] | None = None) -> int:
             async def every(url: str) -> None:
                 for n in ns:  # the variants side by side at each N: the same machine load
                     for v in variants:
-                        # Its own N = 1 run is the baseline (swipes runs carry no levers).
-                        same = [r for r in results
-                                if r.get("levers", "") == (v if eval_load else "")]
-                        results.append(summarise(await one(n, url, v), same))
+                        # Its own N = 1 run is the baseline.
+                        same = [r for r in results if variant(r) == v]
+                        results.append(summarise(await one(n, url, v), same,
+                                                 several=len(variants) > 1))
 
             async def one(n: int, url: str, levers: str) -> RunStats:
                 if eval_load:
                     return await run_n_eval(n, args, adb_port, srv.base_url, url, model, levers)
-                return await run_n(n, args, adb_port, srv.base_url, url)
+                swipes.reset()  # each capture path's run reuses the jobs' ids
+                return await run_n(n, args, adb_port, srv.base_url, url, levers)
 
             anyio.run(all_runs)
     finally:
         if broker is not None:
             broker.stop()
         stop_adb_server(adb_port)
-    def label(r: dict[str, Any]) -> str:  # N, and the lever variant when there are several
-        return f"{r['levers']}/{r['n']}" if len(variants) > 1 else str(r["n"])
 
     print(f"{'N':>10} {'steps/s':>8} {'ideal':>8} {'ratio':>6} {'ovh p50':>8} {'ovh p95':>8} "
           f"{'cpu%':>6} {'sim%':>6} {'ms/shot':>7} {'errors':>6} {'fair(min/max)':>13}")
@@ -910,13 +975,16 @@ def main(argv: list[str] | None = None) -> int:
                 diff = su_differences(base, r)
                 if diff:
                     print(f"SU differs at N={label(r)} from N=1: {'; '.join(diff)}")
+    if len(args.capture) > 1 or args.capture_cost != "off":
+        print(capture_table(results, args))
     meta = {"workload": args.workload, "llm_delay_s": args.llm_delay,
             "steps_per_phone": None if eval_load else args.steps, "phone": args.phone,
             "broker": "mosquitto" if broker_url else "embedded amqtt",
             "step_loop": ("bench's own minimal loop (capture -> LLM -> tap), not the agent actors"
                           if args.loop == "own" else "the agent loop (actors.episode.DeviceAgent)"),
             "cores": os.cpu_count(), "sim_procs": args.sim_procs,
-            "load_average_at_end": os.getloadavg()}
+            "load_average_at_end": os.getloadavg(), "capture": args.capture,
+            "capture_cost": args.capture_cost, "remeasure_every": args.remeasure_every}
     if eval_load:
         meta.update({"model": "STAND-IN: the loopback server answers with host/oracle.py's "
                               "operations and perfect chooser", "tasks": args.tasks,
@@ -932,9 +1000,24 @@ def main(argv: list[str] | None = None) -> int:
                                                  else " (no plot: matplotlib not installed)"))
     keys = ("ratio", "overhead_p95_s") + (
         ("perception_cpu_s_mean", "perception_cpu_s_p50", "ground_p95_s", "SU") if eval_load
+        else ("capture_p50_s", "capture_p95_s", "steps_per_s") if len(args.capture) > 1
         else ())
     print(json.dumps({label(r): {k: r[k] for k in keys} for r in results}))
     return 0
+
+
+def capture_table(results: list[dict[str, Any]], args: argparse.Namespace) -> str:
+    """Per capture path and N: capture time p50/p95, steps/s, and what auto did."""
+    lines = [f"\ncapture paths (--capture-cost {args.capture_cost}; auto re-measures every "
+             f"{args.remeasure_every} frames)",
+             f"{'path':>5} {'N':>3} {'cap p50 ms':>10} {'cap p95 ms':>10} {'steps/s':>8}  auto"]
+    for r in sorted(results, key=lambda r: (CAPTURE_PATHS.index(r["capture"]), r["n"])):
+        auto = r["auto"]
+        what = (f"measured {auto['measurements']}x, took {auto['chosen']}"
+                if r["capture"] == "auto" else "")
+        lines.append(f"{r['capture']:>5} {r['n']:>3} {1000 * r['capture_p50_s']:>10.0f} "
+                     f"{1000 * r['capture_p95_s']:>10.0f} {r['steps_per_s']:>8.3f}  {what}")
+    return "\n".join(lines)
 
 
 def su_differences(base: dict[str, Any], other: dict[str, Any]) -> list[str]:
@@ -949,7 +1032,21 @@ def su_differences(base: dict[str, Any], other: dict[str, Any]) -> list[str]:
     return [f"{t} {a[t]:.2f} -> {b[t]:.2f}" for t in sorted(a.keys() & b.keys()) if a[t] != b[t]]
 
 
-def summarise(s: RunStats, previous: list[dict[str, Any]]) -> dict[str, Any]:
+def auto_summary(devices: list[Any]) -> dict[str, Any]:
+    """What the phones' auto capture did: how often it timed both paths (all phones), which
+    path each took at the end (``raw: 3, png: 1``), and the last timings seen (ms)."""
+    chosen: dict[str, int] = {}
+    for d in devices:
+        chosen[str(d.chosen)] = chosen.get(str(d.chosen), 0) + 1
+    last: dict[str, float | None] = next(
+        (d.timings for d in reversed(devices) if d.timings), {})
+    return {"measurements": sum(d.measurements for d in devices),
+            "chosen": ", ".join(f"{k} {v}" for k, v in sorted(chosen.items())) or "-",
+            "last_ms": {k: round(1000 * v, 1) for k, v in last.items() if v is not None}}
+
+
+def summarise(s: RunStats, previous: list[dict[str, Any]], several: bool = False
+              ) -> dict[str, Any]:
     base = next((r for r in previous if r["n"] == 1), None)
     rate = s.steps / s.wall_s if s.wall_s else 0.0
     if s.busy_s:  # mobile-eval: each phone's steps over its own busy time (no idle tail,
@@ -978,6 +1075,9 @@ def summarise(s: RunStats, previous: list[dict[str, Any]]) -> dict[str, Any]:
         "phases_mean_s": {k: round(v / max(1, len(s.step_s)), 4)
                           for k, v in sorted(s.phase_sums.items())},
         "errors": len(s.errors), "error_samples": s.errors[:5],
+        "capture": s.capture, "capture_p50_s": round(pct(s.capture_s, 50), 4),
+        "capture_p95_s": round(pct(s.capture_s, 95), 4),
+        "auto": auto_summary(s.devices),
         "fairness": f"{counts[0]}/{counts[-1]}",
     }
     if s.busy_s:
@@ -1000,7 +1100,8 @@ def summarise(s: RunStats, previous: list[dict[str, Any]]) -> dict[str, Any]:
             "levers": s.levers,
             "episode_results": s.episodes,
         })
-    print(f"N={s.n}{f' ({s.levers})' if s.levers else ''}: {r['steps_per_s']} steps/s, ratio {r['ratio']}, overhead p95 "
+    tag = s.levers or (s.capture if several else "")
+    print(f"N={s.n}{f' ({tag})' if tag else ''}: {r['steps_per_s']} steps/s, ratio {r['ratio']}, overhead p95 "
           f"{r['overhead_p95_s']} s, errors {r['errors']}", flush=True)
     return r
 

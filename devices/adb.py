@@ -5,7 +5,8 @@ take the raw ``exec:screencap`` path (an RGBA header parsed here, so the phone s
 slow PNG encode) or ``screencap -p``, falling back to PNG when the raw bytes do not parse.
 With ``capture="auto"`` (the default) the first screenshot times both paths and keeps
 the faster one: raw on real phones; PNG over the simulated phone's loopback transport,
-where 10 MB of raw pixels cost more than the encode.
+where 10 MB of raw pixels cost more than the encode. Both are timed again every
+``REMEASURE_EVERY`` frames, whichever won (``measurements``, ``chosen``, ``timings``).
 
 Typed text never reaches the device shell unquoted: ASCII goes through ``input text`` in
 single quotes (``%s`` for spaces), anything else through the ADB Keyboard's
@@ -28,6 +29,7 @@ import numpy as np
 
 from devices.adb_output import (
     ShellFailure,
+    Wakefulness,
     display_ids,
     foreground_package,
     input_methods,
@@ -35,6 +37,7 @@ from devices.adb_output import (
     launcher_component,
     png_payload,
     shell_failure,
+    wakefulness,
 )
 from devices.codecs import decode_rgb
 from runtime.errors import MobagentError
@@ -254,7 +257,10 @@ class AdbDevice:
         self._select_all: bool | None = None  # does `input keycombination` work? (unknown yet)
         self._display: str | None = None  # the display id screencap is given ("" for none)
         self._captures = 0
-        self.timings: dict[str, float | None] = {}  # auto: the first capture per path
+        self._raw_broken = False  # raw bytes did not parse: PNG for good
+        self.remeasure_every = REMEASURE_EVERY
+        self.measurements = 0  # auto: how often both paths were timed
+        self.timings: dict[str, float | None] = {}  # auto: the last measurement per path
 
     def __repr__(self) -> str:
         return f"AdbDevice({self.serial!r})"
@@ -331,19 +337,24 @@ class AdbDevice:
     def _screenshot(self) -> Screenshot:
         if self.capture == "raw":
             return self._screenshot_raw()
-        if self.capture == "png" or self._raw_ok is False:
+        if self.capture == "png" or self._raw_broken:
             return self._screenshot_png()
         self._captures += 1
-        if self._captures % REMEASURE_EVERY == 0:
+        if self._captures % self.remeasure_every == 0:
             self._raw_ok = None  # the link or the phone may have changed: measure again
-        if self._raw_ok is True:
-            try:
-                return self._screenshot_raw()
-            except ValueError:
-                self._raw_ok = False  # the format changed under us: PNG from now on
-                return self._screenshot_png()
-        # "auto", first call: time both paths once and keep the faster one. On real phones
-        # raw usually wins (no on-device PNG encode); over a slow transport PNG can.
+        if self._raw_ok is None:
+            return self._measure()
+        if not self._raw_ok:
+            return self._screenshot_png()
+        try:
+            return self._screenshot_raw()
+        except ValueError:
+            self._raw_broken = True  # the format changed under us: PNG from now on
+            return self._screenshot_png()
+
+    def _measure(self) -> Screenshot:
+        """With "auto": time both paths and keep the faster one. On real phones raw usually
+        wins (no on-device PNG encode); over a slow transport PNG can."""
         t0 = time.perf_counter()
         try:
             raw: Screenshot | None = self._screenshot_raw()
@@ -352,9 +363,20 @@ class AdbDevice:
         t1 = time.perf_counter()
         png = self._screenshot_png()
         t2 = time.perf_counter()
+        self._raw_broken = raw is None
         self._raw_ok = raw is not None and (t1 - t0) <= (t2 - t1)
         self.timings = {"raw": t1 - t0 if raw is not None else None, "png": t2 - t1}
+        self.measurements += 1
         return png
+
+    @property
+    def chosen(self) -> Literal["raw", "png"] | None:
+        """The path screenshots take now (None: "auto" has not measured yet)."""
+        if self.capture != "auto":
+            return self.capture
+        if self._raw_broken or self._raw_ok is False:
+            return "png"
+        return "raw" if self._raw_ok else None
 
     async def screenshot(self) -> Screenshot:
         return await self._call("screencap", self._screenshot)
@@ -509,3 +531,13 @@ class AdbDevice:
             if got:
                 return got
         return ""
+
+    async def wakefulness(self) -> Wakefulness | None:
+        """Awake, asleep or dozing (``dumpsys power``, else ``dumpsys window policy``);
+        None where the phone does not say."""
+        for cmd in ("dumpsys power", "dumpsys window policy"):
+            res = await self.shell_result(cmd)
+            state = wakefulness(res.output) if res.exit_code == 0 else None
+            if state is not None:
+                return state
+        return None

@@ -13,12 +13,18 @@ phone (is it really there after an episode failed on it?).
 - ``FixedDevices``: a list of serials given up front (``mobagent run``, ``demo``, the
   Mobile-Eval runner): all present, no changes, always ready. The phones are the caller's
   for the whole run, and an episode that fails on one keeps the agent's own reason.
+
+Two more pieces for phones on Wi-Fi: ``WifiConnector`` keeps ``[fleet] connect``'s
+addresses ``adb connect``ed (at start, and again after a drop, with a bounded backoff), and
+``is_network_serial`` tells a phone adb reaches over the network from one on USB (a phone on
+both is two serials; the fleet keeps the USB one).
 """
 
 from __future__ import annotations
 
+import re
 import socket
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
@@ -26,6 +32,7 @@ import anyio
 import structlog
 
 from devices.adb import adb_server_port
+from runtime.bus import Backoff
 from runtime.errors import MobagentError
 
 if TYPE_CHECKING:
@@ -222,3 +229,98 @@ class FixedDevices:
 
     async def ready(self, serial: str) -> bool:
         return serial in self.serials
+
+
+# ---- phones on Wi-Fi --------------------------------------------------------------------------
+
+ADB_TCP_PORT = 5555  # `adb connect HOST` without a port, and `adb tcpip`'s usual one
+# host:port (IPv4, a name, or [IPv6]) as `adb connect` lists it, or an mDNS service name
+# (`adb-SERIAL-xxxxxx._adb-tls-connect._tcp`) as wireless debugging lists it
+_NETWORK_SERIAL = re.compile(r"^(?:\[[0-9a-fA-F:.]+\]|[\w.-]+):\d{1,5}$|\._adb-tls-connect\._tcp")
+
+
+def is_network_serial(serial: str) -> bool:
+    """Whether adb reaches this phone over the network (else: USB)."""
+    return _NETWORK_SERIAL.search(serial) is not None
+
+
+def connect_address(address: str) -> str:
+    """``host[:port]`` as adb lists the phone once connected (``host:5555`` by default)."""
+    address = address.strip()
+    if not address:
+        raise ValueError("an empty address to adb connect")
+    if address.startswith("[") and "]:" in address or (
+            address.count(":") == 1 and address.rsplit(":", 1)[1].isdigit()):
+        return address
+    return f"{address}:{ADB_TCP_PORT}"
+
+
+class WifiConnector:
+    """Keeps each address ``adb connect``ed: at start, and again whenever adb lists it as
+    gone or offline, checking every ``check_s`` (or at once when ``wake`` is called) and
+    retrying a failed connect after a backoff capped at ``max_backoff_s``, each try logged."""
+
+    def __init__(self, client: Callable[[], adbutils.AdbClient], addresses: Sequence[str],
+                 present: Callable[[], Awaitable[dict[str, str]]], *,
+                 timeout_s: float = 10.0, check_s: float = 5.0,
+                 max_backoff_s: float = 30.0) -> None:
+        self.addresses = tuple(dict.fromkeys(connect_address(a) for a in addresses))
+        self._client = client
+        self._present = present
+        self.timeout_s = timeout_s
+        self.check_s = check_s
+        self.max_backoff_s = max_backoff_s
+        self.connects: dict[str, int] = dict.fromkeys(self.addresses, 0)  # successful ones
+        self._wake = {a: anyio.Event() for a in self.addresses}
+
+    def wake(self, serial: str) -> None:
+        """The fleet saw ``serial`` drop: check it now rather than at the next tick."""
+        if serial in self._wake:
+            self._wake[serial].set()
+
+    async def run(self) -> None:
+        """One task per address, until cancelled."""
+        async with anyio.create_task_group() as tg:
+            for address in self.addresses:
+                tg.start_soon(self._keep, address)
+
+    async def _keep(self, address: str) -> None:
+        backoff = Backoff(0.5, self.max_backoff_s)
+        was_offline = False
+        while True:
+            try:
+                state = (await self._present()).get(address)
+            except DeviceSourceError:
+                state = "unknown"  # no adb server now: try again later
+            if state in (None, "offline") and (state is None or was_offline):
+                if await self._connect(address, stale=state == "offline"):
+                    backoff.reset()
+                else:
+                    await anyio.sleep(backoff.next_delay())
+                    continue
+            was_offline = state == "offline"
+            self._wake[address] = event = anyio.Event()
+            with anyio.move_on_after(self.check_s):
+                await event.wait()
+
+    async def _connect(self, address: str, *, stale: bool) -> bool:
+        """``adb connect`` (after ``adb disconnect`` when adb holds a dead transport)."""
+        client = self._client()
+
+        def connect() -> str:
+            if stale:
+                client.disconnect(address)
+            return str(client.connect(address, timeout=self.timeout_s))
+
+        try:
+            with anyio.fail_after(self.timeout_s + 2):
+                answer = await anyio.to_thread.run_sync(connect, abandon_on_cancel=True)
+        except Exception as exc:
+            answer = f"{type(exc).__name__}: {exc}"
+        ok = answer.startswith(("connected to", "already connected to"))
+        if ok:
+            self.connects[address] += 1
+            log.info("adb_connected", address=address, answer=answer.strip(), stale=stale)
+        else:
+            log.warning("adb_connect_failed", address=address, answer=answer.strip()[:300])
+        return ok

@@ -56,7 +56,14 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 
 from actors.telemetry import Tracing, traces_flushed
 from devices.adb import AdbDevice, adb_server_port
-from devices.discovery import ABSENT, AdbDevices, DeviceSource, DeviceSourceError
+from devices.discovery import (
+    ABSENT,
+    AdbDevices,
+    DeviceSource,
+    DeviceSourceError,
+    WifiConnector,
+    is_network_serial,
+)
 from devices.preflight import Preflight, adb_check, preflight, ready_phone
 from host.host_runtime import VERSION, HostRuntime, InstructionGate, instruction_problem
 from protocol.messages import (
@@ -106,6 +113,13 @@ class FleetConfig(Section):
     need_keyboard: bool = False  # the ADB Keyboard must be there (non-ASCII typing)
     stay_awake: bool = False  # `svc power stayon usb` when a phone comes online
     recheck_s: Positive = 30.0  # how often a phone that needs attention is checked again
+    # Phones on Wi-Fi, "host:port" (":5555" when left out): `adb connect`ed at start and
+    # again after a drop (checked every connect_check_s, retries backing off up to
+    # reconnect_max_s). A phone adb lists twice (USB and Wi-Fi: the same ro.serialno) is
+    # driven once, through USB; the other serial shows as its duplicate.
+    connect: list[str] = []
+    connect_check_s: Positive = 5.0
+    reconnect_max_s: Positive = 30.0
 
 
 class FleetHostConfig(RuntimeConfig):
@@ -293,6 +307,9 @@ class DeviceSlot:
     tg: TaskGroup | None = None
     done: anyio.Event | None = None
     episodes: int = 0
+    adb_state: str = ""  # adb's last word on it (device, offline, absent, ...)
+    serialno: str = ""  # ro.serialno: the phone itself (USB and Wi-Fi serials share it)
+    duplicate_of: str = ""  # the serial the same phone is driven through instead
 
 
 @dataclass
@@ -353,7 +370,14 @@ class FleetManager(Actor):
         self._work = anyio.Event()
         self._tg: TaskGroup | None = None
         self._host_devices: tuple[str, ...] | None = None
+        self.connector = WifiConnector(
+            self.adb_client, self.config.connect, self.source.present,
+            timeout_s=self.config.adb_timeout_s, check_s=self.config.connect_check_s,
+            max_backoff_s=self.config.reconnect_max_s) if self.config.connect else None
+        # only these phones (none named: every phone), the Wi-Fi ones to connect among them
         self._wanted = set(self.config.serials)
+        if self._wanted and self.connector is not None:
+            self._wanted.update(self.connector.addresses)
         self._stop_requested = False
         self._stopped = anyio.Event()  # main has ended and said so on every phone's status
 
@@ -442,6 +466,9 @@ class FleetManager(Actor):
             log.info("fleet_instruction_not_ours", id=instr.id)
             return None
         problem = instruction_problem(instr.text, max_chars=self.max_instruction_chars)
+        if problem is None and slot is not None and slot.duplicate_of:
+            problem = (f"device {serial} is the same phone as {slot.duplicate_of}: send it "
+                       f"to {slot.duplicate_of}")
         if problem is not None:
             return await self._reject(serial, instr, problem)
         if instr.id in self._seen:
@@ -558,6 +585,8 @@ class FleetManager(Actor):
         try:
             async with anyio.create_task_group() as tg:
                 self._tg = tg
+                if self.connector is not None:
+                    tg.start_soon(self.connector.run)
                 await self._discover()
         finally:
             self._tg = None
@@ -628,17 +657,32 @@ class FleetManager(Actor):
             if state == ABSENT:
                 return  # never seen: nothing to report
             slot = self._slots[serial] = DeviceSlot(serial)  # shown even if never online
+        slot.adb_state = state
         if state == "device":
             await self._go_online(slot)
             return
+        if self.connector is not None:
+            self.connector.wake(serial)
+        slot.duplicate_of = ""
         check = adb_check(state)
         if state != ABSENT:
             log.warning("fleet_device_unusable", adb_state=state, fix=check.fix)
         await self._go_offline(slot, f"{check.value} — {check.fix}",
                                state="offline" if state in (ABSENT, "offline") else "attention")
+        for dup in list(self._slots.values()):  # the same phone's other serial takes over
+            if dup.duplicate_of == serial and dup.adb_state == "device":
+                log.info("fleet_duplicate_takes_over", duplicate=dup.serial, of=serial)
+                dup.duplicate_of = ""
+                await self._go_online(dup)
 
     async def _go_online(self, slot: DeviceSlot) -> None:
         if slot.online or self._tg is None:
+            return
+        twin = self._slots.get(slot.duplicate_of)
+        if twin is not None and twin.online:
+            return  # still the same phone's other serial, driven there
+        slot.duplicate_of = ""
+        if not await self._keep_over_twin(slot):
             return
         await self._wait_group_exit(slot)
         slot.online = True
@@ -647,6 +691,42 @@ class FleetManager(Actor):
         log.info("fleet_device_online", generation=slot.generation)
         await self._tg.start(self._device_group, slot)
         await self._publish_host_status()
+
+    async def _keep_over_twin(self, slot: DeviceSlot) -> bool:
+        """One phone, one agent: a phone adb lists twice (USB and Wi-Fi) has one
+        ``ro.serialno``. The serial online first stays, unless the new one is USB and the
+        other on the network and idle; the serial not kept shows as a duplicate. True:
+        ``slot`` is the one to drive."""
+        slot.serialno = await self._read_serialno(slot.serial)
+        twin = next((s for s in self._slots.values() if s is not slot and s.online
+                     and slot.serialno and s.serialno == slot.serialno), None)
+        if twin is None:
+            return True
+        swap = (not is_network_serial(slot.serial) and is_network_serial(twin.serial)
+                and twin.current is None)
+        keep, dup = (slot, twin) if swap else (twin, slot)
+        log.warning("fleet_device_duplicate", duplicate=dup.serial, of=keep.serial,
+                    serialno=slot.serialno)
+        detail = (f"duplicate of {keep.serial}: the same phone (ro.serialno {slot.serialno}), "
+                  f"driven through {keep.serial}")
+        if swap:
+            await self._go_offline(twin, detail)
+        else:
+            await self._set_status(slot, "offline", detail)
+        dup.duplicate_of = keep.serial
+        return swap
+
+    async def _read_serialno(self, serial: str) -> str:
+        """The phone's ``ro.serialno`` ("" when it cannot be read: never a duplicate)."""
+        dev = self.adb_client().device(serial)
+        try:
+            with anyio.fail_after(self.config.adb_timeout_s):
+                out = await anyio.to_thread.run_sync(
+                    lambda: dev.getprop("ro.serialno"), abandon_on_cancel=True)
+            return str(out).strip()
+        except Exception as exc:
+            log.info("fleet_serialno_unread", error=f"{type(exc).__name__}: {exc}")
+            return ""
 
     async def _go_offline(self, slot: DeviceSlot, detail: str,
                           state: DeviceState = "offline") -> None:

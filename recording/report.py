@@ -412,7 +412,8 @@ def _screen_view(ep: Episode, step: Step) -> dict[str, Any]:
         w = _num(frame.get("width")) or 0
         h = _num(frame.get("height")) or 0
         view.update(w=w, h=h, shapes=_overlay(step, w, h) if w > 0 and h > 0 else [],
-                    # "identical" (same pixels as before), "black" (secure window)
+                    # "identical" (same pixels as before), "black" (secure window),
+                    # "display_off" (the phone was asleep: woken first), "wake_failed"
                     flags=[str(f) for f in _list(frame.get("flags")) if f])
     others = [f for f in frames if f is not frame and f.get("_src")]
     marked = [a for a in step.of("ambiguous") if a.get("_src")]

@@ -185,13 +185,22 @@ class SimFleet:
                  tb: TracebackType | None) -> None:
         self.stop()
 
-    def restart(self, serial: str) -> None:
-        """Stop one phone's ADB server and start it again on the same port (same phone state)."""
+    def restart(self, serial: str, *, connect: bool = True) -> None:
+        """Stop one phone's ADB server and start it again on the same port (same phone
+        state); ``connect=False`` leaves the `adb connect` to someone else (the fleet's)."""
+        self.drop(serial)
+        self.resume(serial, connect=connect)
+
+    def drop(self, serial: str) -> None:
+        """Stop one phone's ADB server: a phone on Wi-Fi gone (``resume`` brings it back)."""
+        self.member(serial).server.stop()
+
+    def resume(self, serial: str, *, connect: bool = True) -> None:
+        """Start a dropped phone's ADB server again on its port."""
         member = self.member(serial)
-        port = member.port
-        member.server.stop()
-        member.server = SimAdbServer(member.phone, port=port).start()
-        self._connect(member)
+        member.server = SimAdbServer(member.phone, port=member.port).start()
+        if connect:
+            self._connect(member)
 
     # ---- the test API ------------------------------------------------------------------
 

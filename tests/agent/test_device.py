@@ -103,6 +103,25 @@ async def test_screenshot_auto_falls_back_to_png(sim_phone: Callable[..., Connec
     assert tuple(shot.rgb[0, 0]) == cp.phone.colour
 
 
+async def test_auto_capture_measures_again_whichever_path_won(
+    sim_phone: Callable[..., ConnectedPhone],
+) -> None:
+    from sim.capture import CaptureCost
+
+    cp = sim_phone(width=400, height=800, sdk=34)
+    for slow, fast in (("raw", "png"), ("png", "raw")):
+        # this phone's slow path costs 40 ms a frame more than the other
+        cp.phone.latency.capture = CaptureCost(**{f"{slow}_s_per_pixel": 1.25e-7})
+        dev = AdbDevice(cp.serial, capture="auto")
+        dev.remeasure_every = 3
+        assert dev.chosen is None
+        for _ in range(7):
+            await dev.screenshot()
+        assert dev.chosen == fast, dev.timings
+        assert dev.measurements == 3  # frames 1, 3 and 6, also when PNG won
+        assert dev.timings[slow] > dev.timings[fast]  # type: ignore[operator]
+
+
 async def test_hostile_strings_arrive_literally(sim_phone: Callable[..., ConnectedPhone]) -> None:
     cp = sim_phone()
     dev = AdbDevice(cp.serial)

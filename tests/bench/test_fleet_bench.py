@@ -90,3 +90,38 @@ def test_the_swipes_workload_keeps_its_output(tmp_path: Path) -> None:
     assert math.isfinite(last["2"]["ratio"]) and last["2"]["ratio"] > 0, last
     meta = json.loads((tmp_path / "fleet.json").read_text())["meta"]
     assert meta["workload"] == "swipes" and "perception_workers" not in meta
+
+
+def test_the_capture_option_takes_paths_side_by_side_and_refuses_others() -> None:
+    from bench.fleet import main
+
+    for bad in (["--capture", "jpeg"], ["--capture", "png,png"],
+                ["--capture", "png,raw", "--loop", "own"],
+                ["--capture", "png,raw", "--workload", "mobile-eval"]):
+        with pytest.raises(SystemExit) as exc:
+            main(bad)
+        assert exc.value.code == 2, bad
+
+
+@pytest.mark.slow
+@pytest.mark.needs_adb
+def test_png_raw_and_auto_side_by_side_with_the_capture_cost(tmp_path: Path) -> None:
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run(
+        [sys.executable, str(root / "bench" / "fleet.py"), "--devices", "1", "--steps", "3",
+         "--llm-delay", "0", "--phone", "stand-in", "--capture", "png,raw,auto",
+         "--capture-cost", "usb2", "--remeasure-every", "2", "--out", str(tmp_path)],
+        capture_output=True, text=True, timeout=300, check=False, cwd=root)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "capture paths (--capture-cost usb2; auto re-measures every 2 frames)" in done.stdout
+    last = json.loads(done.stdout.strip().splitlines()[-1])
+    assert set(last) == {"png/1", "raw/1", "auto/1"}
+    for row in last.values():
+        assert row["capture_p95_s"] >= row["capture_p50_s"] > 0 and row["steps_per_s"] > 0
+    results = {r["capture"]: r for r in json.loads((tmp_path / "fleet.json").read_text())
+               ["results"]}
+    assert all(r["errors"] == 0 for r in results.values())
+    auto = results["auto"]["auto"]
+    assert auto["measurements"] >= 2  # timed again after its first choice
+    assert auto["chosen"] in ("png 1", "raw 1") and set(auto["last_ms"]) == {"png", "raw"}
+    assert results["png"]["auto"]["measurements"] == 0
