@@ -32,6 +32,9 @@ def _uitars_variant(model: str) -> str:
     # UI-TARS 1.0 checkpoints are the 2B/7B/72B -SFT and -DPO ones (relative 0-1000);
     # 1.5 and later answer absolute pixels, and a bare "ui-tars" today means those.
     m = model.lower()
+    # Doubao-1.5-UI-TARS, Doubao-Seed-1.6 on Ark: 0-1000 (not ByteDance-Seed/UI-TARS-1.5-7B)
+    if "doubao" in m or re.search(r"seed-?1[.-]?[56]", m):
+        return "doubao"
     if re.search(r"(?<![\d.])1\.0|-sft|-dpo", m) and "1.5" not in m:
         return "1.0"
     return "1.5"
@@ -57,6 +60,7 @@ FAMILIES: dict[str, FamilyMaker] = {
 _PINNED: dict[str, FamilyMaker] = {
     "uitars-1.5": lambda model, side: UITarsFamily("1.5", side),
     "uitars-1.0": lambda model, side: UITarsFamily("1.0", side),
+    "uitars-doubao": lambda model, side: UITarsFamily("doubao", side),
     "qwen2.5": lambda model, side: QwenFamily("2.5", side),
     "qwen3": lambda model, side: QwenFamily("3", side),
 }
@@ -68,6 +72,8 @@ def auto_family_name(model: str) -> str:
     Gemini and most others follow a text prompt)."""
     m = model.lower()
     if "ui-tars" in m or "uitars" in m or "ui_tars" in m:
+        return "uitars"
+    if re.search(r"doubao.*(seed|vision)|seed-?1[.-]?[56]-?vl", m):  # the Ark GUI models
         return "uitars"
     if "autoglm" in m:
         return "autoglm"
