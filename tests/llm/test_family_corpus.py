@@ -15,7 +15,9 @@ import pytest
 from models.llm.errors import ParseError
 from models.llm.families import get_family
 from protocol.operations import (
+    Back,
     Enter,
+    OpenApp,
     Operation,
     PageDown,
     Stop,
@@ -142,3 +144,88 @@ def test_doubao_auto(model: str, variant: str) -> None:
     fam = get_family("auto", model)
     assert (fam.name, getattr(fam, "variant", "")) == ("uitars", variant)
     assert get_family("uitars-doubao").geometry(*PHONE).convention == "relative"
+
+
+# -- GUI-Owl-1.5 (qwen, variant owl1.5): 0-1000; and the Qwen gaps
+
+_OWL15_ISSUE = "https://github.com/X-PLUG/MobileAgent/issues/266"
+_OWL15_PROMPT = ("https://github.com/X-PLUG/MobileAgent/blob/main/Mobile-Agent-v3.5/android_world_v3.5/"
+                 "android_world/agents/gui_owl.py")
+_OWL15_RUN = ("https://github.com/X-PLUG/MobileAgent/blob/main/Mobile-Agent-v3.5/mobile_use/"
+              "run_gui_owl_1_5_for_mobile.py")
+# GUI-Owl-1.5-8B-Thinking's reply in AndroidWorld, as the issue's request log holds it.
+_OWL15_REPLY = (
+    "<think>The swipe up successfully opened the app drawer, revealing all installed apps, including "
+    "the Audio Recorder app in the second row. I’ve accessed the app drawer, and the next step is to "
+    "tap the Audio Recorder icon to launch it. Once opened, I can proceed with recording the audio "
+    "clip and saving it with the name 'presentation_fGwr.m4a'. The Audio Recorder app will provide "
+    "the necessary tools for this task.</think>\nAction: Click on the Audio Recorder app icon in the "
+    "second row to launch the application.\n<tool_call>\n{\"name\": \"mobile_use\", \"arguments\": "
+    "{\"action\": \"click\", \"coordinate\": [396, 328]}}\n</tool_call>"
+)
+
+OWL15 = [
+    Case(_OWL15_ISSUE, _OWL15_REPLY, TapPoint(428, 787), TapPoint(634, 840)),
+    Case(_OWL15_ISSUE + " (as the log shows it: quotes and newlines escaped)",
+         _OWL15_REPLY.replace('"', '\\"').replace("\n", "\\n"), TapPoint(428, 787), TapPoint(634, 840)),
+    Case("derived from " + _OWL15_ISSUE + " (an extra closing brace)",
+         _OWL15_REPLY.replace("328]}}", "328]}}}"), TapPoint(428, 787), TapPoint(634, 840)),
+    # the rest of the action space as the prompt and the runner spell them
+    Case(_OWL15_RUN, 'Action: Swipe up.\n<tool_call>\n{"name": "mobile_use", "arguments": {"action": "swipe", '
+         '"coordinate": [500, 800], "coordinate2": [500, 200]}}\n</tool_call>',
+         SwipePoints(540, 1920, 540, 480), SwipePoints(800, 2048, 800, 512)),
+    Case(_OWL15_RUN, 'Action: Open Audio Recorder.\n<tool_call>\n{"name": "mobile_use", "arguments": '
+         '{"action": "open", "text": "Audio Recorder"}}\n</tool_call>', OpenApp("Audio Recorder")),
+    Case(_OWL15_PROMPT, 'Action: Go back.\n<tool_call>\n{"name": "mobile_use", "arguments": {"action": '
+         '"system_button", "button": "Back"}}\n</tool_call>', Back()),
+    Case(_OWL15_PROMPT, 'Action: Done.\n<tool_call>\n{"name": "mobile_use", "arguments": {"action": '
+         '"terminate", "status": "success"}}\n</tool_call>', Stop()),
+]
+
+
+@pytest.mark.parametrize("case", OWL15, ids=lambda c: c.reply[-40:])
+def test_gui_owl_15_corpus(case: Case) -> None:
+    check("qwen", "mPLUG/GUI-Owl-1.5-8B-Instruct", case)
+
+
+def test_gui_owl_15_keeps_its_action_line_as_the_thought() -> None:
+    fam = get_family("auto", "GUI-Owl-1.5-8B-Think")
+    r = fam.parse(_OWL15_REPLY, fam.geometry(*PHONE))
+    assert r.thought == "Click on the Audio Recorder app icon in the second row to launch the application."
+    assert "1000x1000" in fam.system_prompt and "Action: a short imperative" in fam.system_prompt
+
+
+@pytest.mark.parametrize("reply", [
+    *COMMON_REFUSALS,
+    # JSON made invalid by a comment: not read from its inner object
+    'Action: Tap.\n<tool_call>\n{"name": "mobile_use", "arguments": {"action": "click", '
+    '"coordinate": [396, 328]} // the icon\n}\n</tool_call>',
+    '<tool_call>\n{"name": "mobile_use", "arguments": {"action": "swipe", "direction": "None"}}\n</tool_call>',
+])
+def test_gui_owl_15_refusals(reply: str) -> None:
+    refused("qwen", "GUI-Owl-1.5-8B-Instruct", reply)
+
+
+_AW_JSON_ACTION = "https://github.com/google-research/android_world/blob/main/android_world/env/json_action.py"
+_QWEN_COOKBOOK = "https://github.com/QwenLM/Qwen2.5-VL/blob/main/cookbooks/mobile_agent.ipynb"
+
+
+def test_qwen_open_app_and_react_coordinate() -> None:
+    # AndroidWorld's (and AndroidControl's) name for opening an app, as Qwen fine-tunes write it
+    for args in ('{"action": "open_app", "text": "Audio Recorder"}', '{"action": "open_app", "app_name": "Audio Recorder"}'):
+        reply = f'<tool_call>\n{{"name": "mobile_use", "arguments": {args}}}\n</tool_call>'
+        assert parsed("qwen", "Qwen2.5-VL-7B-Instruct", reply, PHONE) == OpenApp("Audio Recorder"), _AW_JSON_ACTION
+    # a Qwen-VL mobile_use action in a ReAct Action line: pixels of the image sent
+    assert parsed("react", "", 'Thought: t\nAction: {"action": "click", "coordinate": [540, 1200]}', PHONE) \
+        == TapPoint(540, 1200), _QWEN_COOKBOOK
+    assert parsed("react", "", '{"action": "swipe", "coordinate": [540, 2000], "coordinate2": [540, 400]}',
+                  PHONE) == SwipePoints(540, 2000, 540, 400), _QWEN_COOKBOOK
+
+
+@pytest.mark.parametrize(("model", "variant"), [
+    ("mPLUG/GUI-Owl-1.5-8B-Instruct", "owl1.5"), ("GUI-Owl-1.5-32B-Think", "owl1.5"),
+    ("gui-owl-1_5-2b", "owl1.5"), ("GUI-Owl-7B", "3"), ("Qwen2.5-VL-7B-Instruct", "2.5"),
+])
+def test_qwen_auto(model: str, variant: str) -> None:
+    fam = get_family("auto", model)
+    assert (fam.name, getattr(fam, "variant", "")) == ("qwen", variant)

@@ -42,6 +42,8 @@ def _uitars_variant(model: str) -> str:
 
 def _qwen_variant(model: str) -> str:
     m = model.lower()
+    if re.search(r"gui-?owl-?1[._]5", m):
+        return "owl1.5"
     return "3" if ("qwen3" in m or "gui-owl" in m or "guiowl" in m) else "2.5"
 
 
@@ -63,6 +65,7 @@ _PINNED: dict[str, FamilyMaker] = {
     "uitars-doubao": lambda model, side: UITarsFamily("doubao", side),
     "qwen2.5": lambda model, side: QwenFamily("2.5", side),
     "qwen3": lambda model, side: QwenFamily("3", side),
+    "gui-owl-1.5": lambda model, side: QwenFamily("owl1.5", side),
 }
 FAMILY_NAMES: tuple[str, ...] = tuple(FAMILIES)
 

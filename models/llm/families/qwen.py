@@ -8,15 +8,27 @@ parser is on. Actions: ``click`` / ``long_press`` (coordinate), ``swipe`` (coord
 coordinate2), ``type`` (text), ``key`` (text), ``system_button`` (button: Back, Home,
 Menu, Enter), ``clear`` (ours: empty the focused field), ``open`` (text), ``wait``, ``answer`` (text), ``terminate`` (status).
 
+GUI-Owl-1.5 (github.com/X-PLUG/MobileAgent ``Mobile-Agent-v3.5``: the prompt in
+``android_world_v3.5/android_world/agents/gui_owl.py``, the README's "GUI-Owl 1.5 outputs
+relative coordinates (0–1000) by default", and ``mobile_use/run_gui_owl_1_5_for_mobile.py``,
+which scales ``coordinate`` / ``coordinate2`` by ``/1000``) answers ``Action: <a short
+imperative>`` then the same ``<tool_call>``, after a ``<think>`` block in its Thinking
+models; its prompt says "The screen's resolution is 1000x1000". ``call_user`` / ``interact``
+(``text``) ask the user. Also read: ``open_app`` (AndroidWorld's and AndroidControl's name
+for ``open``, ``text`` or ``app_name``), and a call copied from a JSON log, its quotes
+escaped (``{\\"name\\": ...}``).
+
 Coordinates: Qwen2.5-VL answers absolute pixels of the image it received, which is the
 screenshot as sent (the screen fitted within ``llm.max_image_side``) smart-resized by the
 server's processor (factor 28, at most 12845056 pixels); Qwen3-VL and GUI-Owl answer
 0–1000 relative (their images are smart-resized with factor 32, which the numbers no
-longer depend on). The model name picks the variant (``qwen2.5`` or ``qwen3``).
+longer depend on); GUI-Owl-1.5 answers 0–1000 too. The model name picks the variant
+(``qwen2.5``, ``qwen3`` or ``gui-owl-1.5`` name one explicitly).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -26,6 +38,7 @@ from models.llm.errors import ParseError
 from models.llm.families.base import FamilyBase, FamilyReply, Geometry, ToolCall, smart_resize
 from models.llm.replytext import clean_reply, json_objects, normalize_punctuation, strip_reasoning
 from protocol.operations import (
+    Ask,
     Back,
     Clear,
     Enter,
@@ -58,6 +71,21 @@ For each function call, return a json object with function name and arguments wi
 <tool_call>
 {"name": <function-name>, "arguments": <args-json-object>}
 </tool_call>"""
+
+# GUI-Owl-1.5's response format (gui_owl.py, Mobile-Agent-v3.5).
+OWL15_FORMAT = """
+
+# Response format
+
+Response format for every step:
+1) Action: a short imperative describing what to do in the UI.
+2) A single <tool_call>...</tool_call> block containing only the JSON: {"name": <function-name>, "arguments": <args-json-object>}.
+
+Rules:
+- Output exactly in the order: Action, <tool_call>.
+- Be brief: one for Action.
+- Do not output anything else outside those two parts.
+- If finishing, use action=terminate in the tool call."""
 
 _SCROLL: dict[str, Operation] = {"up": PageDown(), "down": PageUp(), "left": Swipe("left"), "right": Swipe("right")}
 
@@ -113,7 +141,8 @@ def arguments_to_operation(args: Mapping[str, Any]) -> Operation:
         if k == "clear":
             return Clear()
         raise ParseError(f"{action} {key!r} is not supported: use Back, Home or Enter")
-    if action in ("open", "awake"):
+    if action in ("open", "awake", "open_app"):
+        text = text or str(args.get("app_name") or "").strip()
         if not text:
             raise ParseError('open needs "text": the app name')
         return OpenApp(text)
@@ -121,6 +150,8 @@ def arguments_to_operation(args: Mapping[str, Any]) -> Operation:
         return Wait()
     if action in ("answer", "terminate"):
         return Stop()
+    if action in ("call_user", "calluser", "interact", "ask_user"):
+        return Ask(text or "I need your help to continue.")
     raise ParseError(f"unknown mobile_use action {action!r}")
 
 
@@ -135,14 +166,39 @@ def _decode_args(raw: object) -> Mapping[str, Any]:
     return raw
 
 
+def _check_block(body: str, text: str) -> None:
+    """The last ``<tool_call>`` block must be one JSON object (an extra closing brace is
+    forgiven); JSON made invalid by a comment is re-asked, not read from its inner object."""
+    if "<tool_call>" not in body:
+        return
+    block = body.rsplit("<tool_call>", 1)[1].split("</tool_call>")[0]
+    start, end = block.find("{"), block.rfind("}")
+    if start < 0 or end < start:
+        return
+    raw = block[start:end + 1]
+    for _ in range(3):
+        try:
+            msgspec.json.decode(raw)
+            return
+        except msgspec.DecodeError:
+            if not raw.endswith("}}"):
+                break
+            raw = raw[:-1]
+    raise ParseError("the <tool_call> is not one JSON object (no comments, no extra text): "
+                     'answer with <tool_call>{"name": "mobile_use", "arguments": {...}}</tool_call>', text)
+
+
 class QwenFamily(FamilyBase):
     name = "qwen"
 
     def __init__(self, variant: str = "2.5", max_image_side: int | None = None) -> None:
         super().__init__(max_image_side)
-        if variant not in ("2.5", "3"):
-            raise ValueError(f"unknown Qwen-VL variant {variant!r}: 2.5 or 3")
+        if variant not in ("2.5", "3", "owl1.5"):
+            raise ValueError(f"unknown Qwen-VL variant {variant!r}: 2.5, 3 or owl1.5")
         self.variant = variant
+        if variant == "owl1.5":  # its trained wording, and its Action line before the call
+            self.system_prompt = SYSTEM.replace("{width}x{height}{coords}", "1000x1000") + OWL15_FORMAT
+            return
         coords = "" if variant == "2.5" else "; coordinates are relative, 0 to 1000 on each axis"
         self.system_prompt = SYSTEM.replace("{coords}", coords)
 
@@ -162,6 +218,9 @@ class QwenFamily(FamilyBase):
         # Keep the <tool_call> content: only thinking is dropped before looking for JSON.
         body = strip_reasoning(normalize_punctuation(text))
         calls = [o for o in json_objects(body) if "arguments" in o or "action" in o]
+        if not calls and '\\"' in body:  # copied from a JSON log: {\"name\": ...}
+            body = body.replace('\\"', '"').replace("\\n", "\n")
+            calls = [o for o in json_objects(body) if "arguments" in o or "action" in o]
         if not calls:
             if "<tool_call>" in body and "}" not in body.split("<tool_call>")[-1]:
                 raise ParseError("the <tool_call> is cut off before its JSON ends", text)
@@ -169,7 +228,9 @@ class QwenFamily(FamilyBase):
                 'no tool call found: answer with <tool_call>{"name": "mobile_use", '
                 '"arguments": {"action": ...}}</tool_call>', text,
             )
+        _check_block(body, text)
         obj = calls[-1]
         args = _decode_args(obj["arguments"]) if "arguments" in obj else obj
         thought = clean_reply(body.split("<tool_call>")[0]) if "<tool_call>" in body else ""
+        thought = re.sub(r"(?is)^\s*action\s*:\s*", "", thought)  # GUI-Owl-1.5's Action line
         return FamilyReply(arguments_to_operation(args), thought, msgspec.json.encode(obj).decode())
