@@ -85,10 +85,13 @@ def auto_family_name(model: str) -> str:
     return "react"
 
 
-def get_family(name: str, model: str = "", *, max_image_side: int | None = None) -> Family:
+def get_family(name: str, model: str = "", *, max_image_side: int | None = None,
+               image: tuple[int, int] | None = None) -> Family:
     """The family ``name`` (``auto``: from ``model``), with the variant ``model`` implies;
     ``max_image_side``: the planner role's ``llm.max_image_side`` (None: the screenshot is
-    sent at the screen's size). Unknown names raise ``ValueError`` naming the known ones."""
+    sent at the screen's size); ``image``: the (width, height) of the image the model saw,
+    when it is known and not the screen fitted within ``max_image_side`` (a saved reply).
+    Unknown names raise ``ValueError`` naming the known ones."""
     n = name.strip().lower()
     if n == "auto":
         n = auto_family_name(model)
@@ -97,7 +100,10 @@ def get_family(name: str, model: str = "", *, max_image_side: int | None = None)
         raise ValueError(
             f"unknown model family {name!r}: use one of {', '.join(FAMILY_NAMES)}, or auto"
         )
-    return make(model, max_image_side)
+    fam = make(model, max_image_side)
+    if image is not None:
+        fam.sent_image = image  # type: ignore[attr-defined]  # every family is a FamilyBase
+    return fam
 
 
 __all__ = [

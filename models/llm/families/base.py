@@ -177,8 +177,12 @@ class FamilyBase:
 
     def __init__(self, max_image_side: int | None = None) -> None:
         self.max_image_side = max_image_side
+        # The image the model saw, when known apart from the screen (``llm parse --image``).
+        self.sent_image: tuple[int, int] | None = None
 
     def sent_size(self, screen_w: int, screen_h: int) -> tuple[int, int]:
+        if self.sent_image is not None:
+            return self.sent_image
         return fit_within(screen_w, screen_h, self.max_image_side)
 
     def geometry(self, screen_w: int, screen_h: int) -> Geometry:
