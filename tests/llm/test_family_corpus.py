@@ -15,12 +15,17 @@ import pytest
 from models.llm.errors import ParseError
 from models.llm.families import get_family
 from protocol.operations import (
+    Ask,
     Back,
     Enter,
+    Exit,
+    LongPressPoint,
     OpenApp,
     Operation,
     PageDown,
+    PageUp,
     Stop,
+    Swipe,
     SwipePoints,
     TapPoint,
     TypeText,
@@ -229,3 +234,59 @@ def test_qwen_open_app_and_react_coordinate() -> None:
 def test_qwen_auto(model: str, variant: str) -> None:
     fam = get_family("auto", model)
     assert (fam.name, getattr(fam, "variant", "")) == ("qwen", variant)
+
+
+# -- AgentCPM-GUI (agentcpm): compact JSON, 0-1000
+
+_CPM_README = "https://github.com/OpenBMB/AgentCPM-GUI/blob/main/README.md"
+_CPM_RFT = "https://github.com/OpenBMB/AgentCPM-GUI/blob/main/rft/trainer/utils/dataset.py"
+
+AGENTCPM = [
+    Case(_CPM_README,  # the Quick Start's expected output
+         '{"thought":"任务目标是点击屏幕上的‘会员’按钮。当前界面显示了应用的推荐页面，顶部有一个导航栏。'
+         '点击‘会员’按钮可以访问应用的会员相关内容。","POINT":[729,69]}',
+         TapPoint(787, 166), TapPoint(1166, 177)),
+    Case(_CPM_RFT, '<think>当前界面未找到符合要求的商品，需要向下滑动查看更多商品</think><act>{"to":"up","POINT":[123,456]}</act>',
+         SwipePoints(133, 1094, 133, 374), SwipePoints(197, 1167, 197, 399)),
+    Case(_CPM_RFT, '<think>界面中显示的内容不符合期望，我应该回退到上个界面重新选择</think><act>{"PRESS":"BACK"}</act>', Back()),
+    Case(_CPM_RFT, '<think>当前界面正在加载，请等待</think><act>{"duration":3000}</act>', Wait()),
+    Case(_CPM_RFT, '<think>当前界面已经完成了任务，我需要结束任务</think><act>{"STATUS":"finish"}</act>', Stop()),
+    Case(_CPM_RFT, '<think>需要翻找桌面找到APP</think><act>{"to":"left","POINT":[111,222]}</act>',
+         SwipePoints(120, 533, 0, 533), SwipePoints(178, 568, 0, 568)),
+    # the README's action table, one example per action
+    Case(_CPM_README, '{"POINT":[480,320]}', TapPoint(518, 768), TapPoint(768, 819)),
+    Case(_CPM_README, '{"POINT":[480,320],"duration":1000}', LongPressPoint(518, 768), LongPressPoint(768, 819)),
+    Case(_CPM_README, '{"POINT":[500,200],"to":"down"}', SwipePoints(540, 480, 540, 1200), SwipePoints(800, 512, 800, 1280)),
+    Case(_CPM_README, '{"PRESS":"HOME"}', Exit()),
+    Case(_CPM_README, '{"TYPE":"Hello, world!"}', TypeText("Hello, world!")),
+    Case(_CPM_README, '{"duration":500}', Wait()),
+    Case(_CPM_README, '{"STATUS":"finish"}', Stop()),
+    Case("derived from " + _CPM_README + " (as a Python dict literal, a stray prompt echo before it)",
+         "# Schema\n{'thought': '点击会员', 'POINT': [729, 69]}", TapPoint(787, 166), TapPoint(1166, 177)),
+    Case("derived from " + _CPM_README + " (an extra closing brace)",
+         '{"thought":"点击会员","POINT":[729,69]}}', TapPoint(787, 166), TapPoint(1166, 177)),
+]
+
+
+@pytest.mark.parametrize("case", AGENTCPM, ids=lambda c: c.reply[-40:])
+def test_agentcpm_corpus(case: Case) -> None:
+    check("agentcpm", "openbmb/AgentCPM-GUI", case)
+
+
+@pytest.mark.parametrize("reply", [
+    *COMMON_REFUSALS,
+    '<act>{"to":"up","duration":1000,"PRESS":"BACK","TYPE":"abc"}</act>',  # the RFT prompt's "combine to explore"
+    '{"POINT":[480,320]","duration":1000}',  # README_zh's long-press example, its stray quote
+    '{"thought":"点击会员","POINT":[729,69] // the button\n}',  # a comment
+    '{"thought":"继续","STATUS":"continue"}',  # no action
+    '{"POINT":[500,200],"to":"None"}',
+])
+def test_agentcpm_refusals(reply: str) -> None:
+    refused("agentcpm", "openbmb/AgentCPM-GUI", reply)
+
+
+def test_agentcpm_auto_and_image() -> None:
+    for model in ("openbmb/AgentCPM-GUI", "AgentCPM-GUI-8B", "agentcpm_gui"):
+        assert get_family("auto", model).name == "agentcpm"
+    g = get_family("agentcpm", max_image_side=2048).geometry(*PHONE)
+    assert (g.sent_w or g.image_w, g.sent_h or g.image_h) == (504, 1120)  # the README's longer side 1120

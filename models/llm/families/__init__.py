@@ -1,5 +1,5 @@
 """Model families, selected by name (``llm.family`` per role): ``react``, ``tools``, ``json``,
-``uitars``, ``qwen``, ``autoglm``, or ``auto`` (from the model name, where that is
+``uitars``, ``qwen``, ``autoglm``, ``agentcpm``, or ``auto`` (from the model name, where that is
 unambiguous). See ``base`` for the interface and each module for its conventions.
 
 A family is one module of this folder and one entry in ``FAMILIES`` below (plus a pattern
@@ -12,6 +12,7 @@ import re
 from collections.abc import Callable
 
 from models.llm.errors import ParseError
+from models.llm.families.agentcpm import AgentCPMFamily
 from models.llm.families.autoglm import AutoGLMFamily
 from models.llm.families.base import (
     Family,
@@ -57,6 +58,7 @@ FAMILIES: dict[str, FamilyMaker] = {
     "uitars": lambda model, side: UITarsFamily(_uitars_variant(model) if model else "1.5", side),
     "qwen": lambda model, side: QwenFamily(_qwen_variant(model) if model else "2.5", side),
     "autoglm": lambda model, side: AutoGLMFamily(side),
+    "agentcpm": lambda model, side: AgentCPMFamily(side),
 }
 # Names that pin a variant whatever the model name says.
 _PINNED: dict[str, FamilyMaker] = {
@@ -80,6 +82,8 @@ def auto_family_name(model: str) -> str:
         return "uitars"
     if "autoglm" in m:
         return "autoglm"
+    if "agentcpm-gui" in m or "agentcpm_gui" in m:
+        return "agentcpm"
     if "gui-owl" in m or "guiowl" in m or re.search(r"qwen[\d.]*-?vl|qwen3-vl|qwen2\.5-vl", m):
         return "qwen"
     return "react"
