@@ -290,3 +290,119 @@ def test_agentcpm_auto_and_image() -> None:
         assert get_family("auto", model).name == "agentcpm"
     g = get_family("agentcpm", max_image_side=2048).geometry(*PHONE)
     assert (g.sent_w or g.image_w, g.sent_h or g.image_h) == (504, 1120)  # the README's longer side 1120
+
+
+# -- GLM-4.1V / GLM-4.5V (glm) and CogAgent (glm, variant cogagent): 0-999, /1000
+
+_GLM45 = "https://github.com/zai-org/GLM-V/blob/main/examples/gui-agent/glm-45v/agent.md"
+_GLM41 = "https://github.com/zai-org/GLM-V/blob/main/examples/gui-agent/glm-41v/agent.md"
+_GLM41_PARSER = "https://github.com/zai-org/GLM-V/blob/main/examples/gui-agent/glm-41v/gui_agent_41v.py"
+_COG = "https://github.com/THUDM/CogAgent/blob/main/README.md"
+_COG_FT = "https://github.com/THUDM/CogAgent/blob/main/finetune/README_en.md"
+_COG_SPACE = "https://github.com/THUDM/CogAgent/blob/main/Action_space_en.md"
+
+_BROCCOLI = ("Memory: None\nReason: The user needs to access the Broccoli app to manage recipes. Since the app is "
+             "not visible on the current home screen, the first step is to open the Broccoli app to proceed with "
+             "the task of deleting duplicate recipes.\nAction: {'action_type': 'open_app', 'app_name': 'Broccoli'}")
+
+GLM = [
+    Case(_GLM45, _BROCCOLI, OpenApp("Broccoli")),  # its AndroidWorld example's step 0: a Python dict literal
+    Case(_GLM41, _BROCCOLI, OpenApp("Broccoli")),
+    Case("derived from " + _GLM45 + " (in <answer> with the box tokens, as " + _GLM41_PARSER + " strips them)",
+         "<think>The Broccoli app is not on the home screen.</think><answer>" + _BROCCOLI.replace(
+             "Action: {", "Action: <|begin_of_box|>{").replace("}", "}<|end_of_box|>") + "</answer>",
+         OpenApp("Broccoli")),
+    # desktop runs: the call alone on a line after the prose, Memory: after it
+    Case(_GLM45, "Thought: I can see that GIMP is open but there's an error message displayed about failing to open "
+         "a file. I need to dismiss this error message first before I can proceed with rotating an image. I'll click "
+         "the OK button to close the error dialog.\nAction: left_click(start_box='[586, 446]', element_info='OK button')",
+         TapPoint(633, 1070), TapPoint(938, 1142)),
+    Case(_GLM45, "Thought: I can see that GIMP is now open and displaying a workspace with some gray circular shapes. "
+         "To rotate/mirror the figure horizontally, I need to access the image transformation tools. I'll click on the "
+         "\"Image\" menu in the top menu bar to find the rotation and mirroring options.\nAction: left_click("
+         "start_box='[149, 70]', element_info='Image menu')", TapPoint(161, 168), TapPoint(238, 179)),
+    Case(_GLM45, "Thought: I can see the Transform submenu is open in GIMP with the \"Flip Horizontally\" option "
+         "visible. I'll click on the \"Flip Horizontally\" option to mirror the figure as requested.\nAction: "
+         "left_click(start_box='[339, 211]', element_info='Flip Horizontally option')\nMemory:\n[]",
+         TapPoint(366, 506), TapPoint(542, 540)),
+    Case(_GLM41, "I'm now on the Google Shopping homepage and need to search for drip coffee makers that are on sale, "
+         "priced $25-60, and with a black finish. To start this search, I need to click on the search box in the "
+         "center of the screen to enter my search term \\\"drip coffee maker\\\".\nleft_click(start_box='[376,465]')",
+         TapPoint(406, 1116), TapPoint(602, 1190)),
+    Case(_GLM41, "I'm now on the Google Shopping homepage, which is perfect for searching for drip coffee makers. I "
+         "should start by typing \\\"drip coffee maker black\\\" in the search box to begin filtering my results.\n"
+         "type(content='drip coffee maker black')\nMemory:\n[]", TypeText("drip coffee maker black")),
+    # the mobile action space as the prompt spells it
+    Case(_GLM45, 'Memory: []\nReason: tap it\nAction: {"action_type": "click", "box_2d": [[480,490,520,510]]}',
+         TapPoint(540, 1200), TapPoint(800, 1280)),
+    Case(_GLM45, 'Memory: []\nReason: scroll\nAction: {"action_type": "swipe", "direction": "up"}', Swipe("up")),
+    Case(_GLM45, 'Memory: []\nReason: go\nAction: {"action_type": "keyboard_enter"}', Enter()),
+    Case(_GLM45, 'Memory: []\nReason: done\nAction: {"action_type": "status", "goal_status": "complete"}', Stop()),
+]
+
+
+@pytest.mark.parametrize("case", GLM, ids=lambda c: c.reply[-40:])
+def test_glm_corpus(case: Case) -> None:
+    check("glm", "zai-org/GLM-4.5V", case)
+
+
+def test_glm_keeps_memory_and_reason() -> None:
+    fam = get_family("auto", "GLM-4.1V-9B-Thinking")
+    r = fam.parse('Memory: the code is 4812\nReason: type it\nAction: {"action_type": "input_text", "text": "4812", '
+                  '"box_2d": [[100,200,300,260]], "override": true}', fam.geometry(*PHONE))
+    assert r.operation == TypeText("4812") and r.memory == "the code is 4812" and r.thought == "type it"
+
+
+COGAGENT = [
+    # Status boxes describe the screen (decoys); the Grounded Operation's box is the one
+    Case(_COG, "Status: Currently in the email interface [[0, 2, 998, 905]], with the email categories on the left "
+         "[[1, 216, 144, 570]], and the inbox in the center [[144, 216, 998, 903]]. The \"Mark all as read\" button "
+         "has been clicked [[223, 178, 311, 210]].\nPlan: Future tasks: 1. Click the 'Mark all as read' button; 2. "
+         "Task complete.\nAction: Click the \"Mark all as read\" button at the top center of the inbox page to mark "
+         "all emails as read.\nGrounded Operation: CLICK(box=[[219,186,311,207]], element_type='Clickable text', "
+         "element_info='Mark all emails as read')", TapPoint(286, 470), TapPoint(424, 502)),
+    Case(_COG, "Action: Click the 'Mark all as read' button in the top toolbar of the page to mark all emails as "
+         "read.\nGrounded Operation: CLICK(box=[[219,186,311,207]], element_type='Clickable text', element_info='Mark "
+         "all emails as read')\n<<一般操作>>", TapPoint(286, 470), TapPoint(424, 502)),
+    Case(_COG_FT, "Action: Click the 'Displays have separate spaces' option in the 'Schedule Center' section to enable "
+         "this feature. \nGrounded Operation:CLICK(box=[[655,842,671,857]], element_info='```Displays have separate "
+         "spaces``` switch button')\n<<General Operation>>", TapPoint(716, 2040), TapPoint(1061, 2176)),
+    Case(_COG_FT, "Action: 已经完成了“通过启动台打开系统设置，导航到‘网络’部分，将DNS设置手动IP地址为8.8.4.4”这一任务，执行结束。\n"
+         "Grounded Operation:END()\n<<END>>", Stop()),
+    Case(_COG_SPACE, "Action: Open the settings.\nGrounded Operation: LAUNCH(app='Settings', url='None')", OpenApp("Settings")),
+    Case(_COG_SPACE, "Action: Type.\nGrounded Operation: TYPE(box=[[387,249,727,317]], text='CogAgent', "
+         "element_type='Text input box', element_info='CogAgent')", TypeText("CogAgent")),
+    Case(_COG_SPACE, "Action: Scroll.\nGrounded Operation: SCROLL_DOWN(box=[[000,086,999,932]], element_type='Scroll', "
+         "element_info='Scroll', step_count=5)", PageDown()),
+    Case(_COG_SPACE, "Action: Submit.\nGrounded Operation: KEY_PRESS(key='Return')", Enter()),
+]
+
+
+@pytest.mark.parametrize("case", COGAGENT, ids=lambda c: c.reply[-40:])
+def test_cogagent_corpus(case: Case) -> None:
+    check("glm", "THUDM/cogagent-9b-20241220", case)
+
+
+@pytest.mark.parametrize(("family", "model", "reply"), [
+    *(("glm", "GLM-4.5V", r) for r in COMMON_REFUSALS),
+    *(("glm", "cogagent-9b-20241220", r) for r in COMMON_REFUSALS),
+    ("glm", "GLM-4.5V", 'Memory: []\nReason: r\nAction: {"action_type": "swipe", "direction": "None"}'),
+    ("glm", "GLM-4.5V", 'Memory: []\nReason: r\nAction: {"action_type": "click", "box_2d": [[1,2,3,4]] // the icon\n}'),
+    ("glm", "GLM-4.5V", "Thought: the OK button\nAction: left_click(start_box='[586,"),
+    # a Status line's boxes alone are no operation
+    ("glm", "cogagent-9b-20241220", "Status: Currently in the email interface [[0, 2, 998, 905]].\nAction: Click it."),
+    ("glm", "cogagent-9b-20241220", "Action: right-click.\nGrounded Operation: RIGHT_CLICK(box=[[154,275,343,341]], "
+     "element_info='[AXCell]')"),
+])
+def test_glm_refusals(family: str, model: str, reply: str) -> None:
+    refused(family, model, reply)
+
+
+@pytest.mark.parametrize(("model", "variant"), [
+    ("zai-org/GLM-4.5V", "glm"), ("THUDM/GLM-4.1V-9B-Thinking", "glm"), ("glm-4.5v", "glm"),
+    ("THUDM/cogagent-9b-20241220", "cogagent"), ("CogAgent", "cogagent"),
+])
+def test_glm_auto(model: str, variant: str) -> None:
+    fam = get_family("auto", model)
+    assert (fam.name, getattr(fam, "variant", "")) == ("glm", variant)
+    assert get_family("auto", "autoglm-phone-9b").name == "autoglm"

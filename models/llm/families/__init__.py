@@ -1,5 +1,5 @@
 """Model families, selected by name (``llm.family`` per role): ``react``, ``tools``, ``json``,
-``uitars``, ``qwen``, ``autoglm``, ``agentcpm``, or ``auto`` (from the model name, where that is
+``uitars``, ``qwen``, ``autoglm``, ``agentcpm``, ``glm``, or ``auto`` (from the model name, where that is
 unambiguous). See ``base`` for the interface and each module for its conventions.
 
 A family is one module of this folder and one entry in ``FAMILIES`` below (plus a pattern
@@ -22,6 +22,7 @@ from models.llm.families.base import (
     map_operation,
     smart_resize,
 )
+from models.llm.families.glm import GLMFamily
 from models.llm.families.json_schema import JsonFamily
 from models.llm.families.qwen import QwenFamily
 from models.llm.families.react import ReactFamily
@@ -59,6 +60,7 @@ FAMILIES: dict[str, FamilyMaker] = {
     "qwen": lambda model, side: QwenFamily(_qwen_variant(model) if model else "2.5", side),
     "autoglm": lambda model, side: AutoGLMFamily(side),
     "agentcpm": lambda model, side: AgentCPMFamily(side),
+    "glm": lambda model, side: GLMFamily("cogagent" if "cogagent" in model.lower() else "glm", side),
 }
 # Names that pin a variant whatever the model name says.
 _PINNED: dict[str, FamilyMaker] = {
@@ -68,6 +70,7 @@ _PINNED: dict[str, FamilyMaker] = {
     "qwen2.5": lambda model, side: QwenFamily("2.5", side),
     "qwen3": lambda model, side: QwenFamily("3", side),
     "gui-owl-1.5": lambda model, side: QwenFamily("owl1.5", side),
+    "cogagent": lambda model, side: GLMFamily("cogagent", side),
 }
 FAMILY_NAMES: tuple[str, ...] = tuple(FAMILIES)
 
@@ -84,6 +87,8 @@ def auto_family_name(model: str) -> str:
         return "autoglm"
     if "agentcpm-gui" in m or "agentcpm_gui" in m:
         return "agentcpm"
+    if "cogagent" in m or re.search(r"glm-?4\.[15]v", m):
+        return "glm"
     if "gui-owl" in m or "guiowl" in m or re.search(r"qwen[\d.]*-?vl|qwen3-vl|qwen2\.5-vl", m):
         return "qwen"
     return "react"

@@ -5,7 +5,7 @@ and its schema in ``README.md`` / ``eval/utils/schema/schema.json``, the action 
 Reply: one compact JSON object, ``{"thought": ..., "POINT": [x, y]}``, or after the RFT
 model's ``<think>...</think>`` inside ``<act>...</act>``. Its keys, not an action name, say
 what to do: ``POINT`` alone taps; with ``duration`` over 200 (ms) it long-presses; with
-``to`` it swipes from ``POINT`` toward ``"up"``/``"down"``/``"left"``/``"right"`` (the
+``to`` it swipes from ``POINT`` (300 of the grid) toward ``"up"``/``"down"``/``"left"``/``"right"`` (the
 finger's direction: ``"to": "up"`` shows what is below) or to another ``[x, y]``;
 ``PRESS`` is ``"HOME"``, ``"BACK"`` or ``"ENTER"``; ``TYPE`` types; ``duration`` alone waits;
 ``STATUS`` ``"finish"`` / ``"satisfied"`` ends the task (``"impossible"`` / ``"interrupt"``
@@ -23,7 +23,14 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from models.llm.errors import ParseError
-from models.llm.families.base import FamilyBase, FamilyReply, Geometry, ToolCall, fit_within
+from models.llm.families.base import (
+    FamilyBase,
+    FamilyReply,
+    Geometry,
+    ToolCall,
+    fit_within,
+    swipe_toward,
+)
 from models.llm.families.dicts import objects
 from models.llm.replytext import normalize_punctuation, strip_reasoning
 from protocol.operations import (
@@ -42,7 +49,6 @@ from protocol.operations import (
 )
 
 MAX_SIDE = 1120
-SWIPE_REACH = 300  # how far a directional swipe moves the finger, on the 0-1000 grid
 
 SYSTEM = """# Role
 你是一名熟悉安卓系统触屏GUI操作的智能体，将根据用户的问题，分析当前界面的GUI元素和布局，生成相应的操作。
@@ -58,7 +64,7 @@ SYSTEM = """# Role
 {"type":"object","description":"执行操作并决定当前任务状态","additionalProperties":false,"required":["thought"],"properties":{"thought":{"type":"string","description":"智能体的思维过程"},"POINT":{"$ref":"#/$defs/Location","description":"点击屏幕上的指定位置"},"to":{"description":"移动，组合手势参数","oneOf":[{"enum":["up","down","left","right"],"description":"从当前点（POINT）出发，执行滑动手势操作，方向包括向上、向下、向左、向右"},{"$ref":"#/$defs/Location","description":"移动到某个位置"}]},"duration":{"type":"integer","description":"动作执行的时间或等待时间，毫秒","minimum":0,"default":200},"PRESS":{"type":"string","description":"触发特殊按键，HOME为回到主页按钮，BACK为返回按钮，ENTER为回车按钮","enum":["HOME","BACK","ENTER"]},"TYPE":{"type":"string","description":"输入文本"},"STATUS":{"type":"string","description":"当前任务的状态。特殊情况：satisfied，无需操作；impossible，任务无法完成；interrupt，任务中断；need_feedback，需要用户反馈；","enum":["continue","finish","satisfied","impossible","interrupt","need_feedback"],"default":"continue"}},"$defs":{"Location":{"type":"array","description":"坐标为相对于屏幕左上角位原点的相对位置，并且按照宽高比例缩放到0～1000，数组第一个元素为横坐标x，第二个元素为纵坐标y","items":{"type":"integer","minimum":0,"maximum":1000},"minItems":2,"maxItems":2}}}"""
 
 _KEYS = ("POINT", "to", "PRESS", "TYPE", "STATUS", "duration")
-_STEP = {"up": (0, -1), "down": (0, 1), "left": (-1, 0), "right": (1, 0)}
+_SWIPES: dict[str, Operation] = {d: Swipe(d) for d in ("up", "down", "left", "right")}
 _PRESS: dict[str, Operation] = {"HOME": Exit(), "BACK": Back(), "ENTER": Enter()}
 _EXAMPLE = '{"thought":"...","POINT":[x,y]}'
 
@@ -80,20 +86,17 @@ def object_to_operation(obj: Mapping[str, Any]) -> Operation:
     if "POINT" in obj:
         x, y = _location(obj["POINT"], "POINT")
         if isinstance(to, str):
-            d = to.strip().lower()
-            if d not in _STEP:
+            swipe = swipe_toward(x, y, to)
+            if swipe is None:
                 raise ParseError(f'"to" must be "up", "down", "left", "right" or [x, y], got {to!r}')
-            dx, dy = _STEP[d]
-            x2 = min(max(x + dx * SWIPE_REACH, 0), 1000)
-            y2 = min(max(y + dy * SWIPE_REACH, 0), 1000)
-            return SwipePoints(x, y, x2, y2)
+            return swipe
         if to is not None:
             return SwipePoints(x, y, *_location(to, "to"))
         if isinstance(duration, int | float) and not isinstance(duration, bool) and duration > 200:
             return LongPressPoint(x, y)
         return TapPoint(x, y)
-    if isinstance(to, str) and to.strip().lower() in _STEP:  # no start point: a plain swipe
-        return Swipe(to.strip().lower())  # type: ignore[arg-type]  # checked against _STEP
+    if isinstance(to, str) and to.strip().lower() in _SWIPES:  # no start point: a plain swipe
+        return _SWIPES[to.strip().lower()]
     if "PRESS" in obj:
         key = str(obj["PRESS"]).strip().upper()
         if key not in _PRESS:

@@ -114,6 +114,18 @@ def resize_png(image: bytes, size: tuple[int, int]) -> bytes:
         return out.getvalue()
 
 
+_TOWARD = {"up": (0, -1), "down": (0, 1), "left": (-1, 0), "right": (1, 0)}
+
+
+def swipe_toward(x: int, y: int, direction: str, *, reach: int = 300, top: int = 1000) -> SwipePoints | None:
+    """A finger swipe from (x, y) toward ``direction`` ("up": the finger moves up), ``reach``
+    on a 0..``top`` grid, clamped to it; None for an unknown direction."""
+    step = _TOWARD.get(direction.strip().lower())
+    if step is None:
+        return None
+    return SwipePoints(x, y, min(max(x + step[0] * reach, 0), top), min(max(y + step[1] * reach, 0), top))
+
+
 class ToolCall(msgspec.Struct, frozen=True):
     """One OpenAI ``tool_calls`` entry: the function name and its JSON arguments (a string,
     as the API sends them)."""
