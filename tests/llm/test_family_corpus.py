@@ -406,3 +406,82 @@ def test_glm_auto(model: str, variant: str) -> None:
     fam = get_family("auto", model)
     assert (fam.name, getattr(fam, "variant", "")) == ("glm", variant)
     assert get_family("auto", "autoglm-phone-9b").name == "autoglm"
+
+
+# -- MAI-UI (qwen, variant mai): 0-999, divided by 999
+
+_MAI_GROUNDING = "https://github.com/Tongyi-MAI/MAI-UI/blob/main/evaluation/grounding/output_local/OS_G.json"
+_MAI_PROMPT = "https://github.com/Tongyi-MAI/MAI-UI/blob/main/src/prompt.py"
+_MAI_TESTS = "https://github.com/Tongyi-MAI/MAI-UI/blob/main/tests/test_mai_navigation_agent.py"
+_MAI_RENDERED = ("https://github.com/hongyiD/gui-agent-research/blob/main/researches/MAI-UI/trainer/"
+                 "jinjia渲染后的数据展示.md")
+
+MAI = [
+    # grounding replies: a bare coordinate, no action name
+    Case(_MAI_GROUNDING, "<grounding_think>\nThought: The instruction asks to open the filter function for search "
+         "settings. This is represented by the funnel icon located at the right end of the search bar in the settings "
+         "window. Clicking this icon will allow filtering of settings results.\n</grounding_think>\n<answer>\n"
+         "{\"coordinate\":[746,314]}\n</answer>", TapPoint(806, 754), TapPoint(1195, 805)),
+    Case(_MAI_GROUNDING, "<grounding_think>\nThought: The instruction \"Open the debug panel\" corresponds to clicking "
+         "the bug-shaped icon located in the left activity bar of Visual Studio Code. This icon is positioned below the "
+         "source control icon and above the outline/timeline section, and is clearly identifiable by its bug symbol.\n"
+         "</grounding_think>\n<answer>\n{\"coordinate\":[244,410]}\n</answer>", TapPoint(264, 985), TapPoint(391, 1051)),
+    # navigation turns in MAI-UI's chat template (a third party's fine-tune data, rendered)
+    Case(_MAI_RENDERED, "<thinking>\nThought: To start, I need to open the 139邮箱 app. Looking at the home screen, the "
+         "139邮箱 icon is a red envelope with \"139\" on it. I'll tap that to launch the app.\n</thinking>\n<tool_call>\n"
+         "{\"name\": \"mobile_use\", \"arguments\": {\"action\": \"click\", \"coordinate\": [282, 507]}}\n</tool_call>",
+         TapPoint(305, 1218), TapPoint(452, 1299)),
+    Case(_MAI_RENDERED, "<thinking>\nThought: Now that the link is copied, I need to exit the \"移动云盘\" app. Pressing "
+         "the home button will return me to the home screen, where I can locate and open the \"中移移动办公\" app.\n"
+         "</thinking>\n<tool_call>\n{\"name\": \"mobile_use\", \"arguments\": {\"action\": \"system_button\", "
+         "\"button\": \"home\"}}\n</tool_call>", Exit()),
+    Case(_MAI_RENDERED, "<thinking>\nThought: To send the copied link to谭文辉, I need to paste the copied link into the "
+         "input field. Long-pressing the input field will bring up the paste option, allowing me to insert the link.\n"
+         "</thinking>\n<tool_call>\n{\"name\": \"mobile_use\", \"arguments\": {\"action\": \"long_press\", "
+         "\"coordinate\": [127, 966]}}\n</tool_call>", LongPressPoint(137, 2321), LongPressPoint(203, 2475)),
+    Case("derived from " + _MAI_TESTS + " (its ask_user step as a reply)",
+         "<thinking>Need user input</thinking><tool_call>{\"name\": \"mobile_use\", \"arguments\": {\"action\": "
+         "\"ask_user\", \"text\": \"What type of cuisine do you prefer?\"}}</tool_call>",
+         Ask("What type of cuisine do you prefer?")),
+    Case("derived from " + _MAI_RENDERED + " (a thinking model's bare </think>)",
+         "Thought: I'll tap that to launch the app.\n</think>\n<tool_call>\n{\"name\": \"mobile_use\", \"arguments\": "
+         "{\"action\": \"click\", \"coordinate\": [282, 507]}}\n</tool_call>", TapPoint(305, 1218), TapPoint(452, 1299)),
+    # the prompt's actions
+    Case(_MAI_PROMPT, '<thinking>scroll the list</thinking><tool_call>{"name": "mobile_use", "arguments": {"action": '
+         '"swipe", "direction": "up", "coordinate": [500, 700]}}</tool_call>',
+         SwipePoints(541, 1682, 541, 961), SwipePoints(801, 1794, 801, 1025)),
+    Case(_MAI_PROMPT, '<thinking>scroll</thinking><tool_call>{"name": "mobile_use", "arguments": {"action": "swipe", '
+         '"direction": "up"}}</tool_call>', PageDown()),
+    Case(_MAI_PROMPT, '<thinking>open it</thinking><tool_call>{"name": "mobile_use", "arguments": {"action": "open", '
+         '"text": "Settings"}}</tool_call>', OpenApp("Settings")),
+    Case(_MAI_PROMPT, '<thinking>drag</thinking><tool_call>{"name": "mobile_use", "arguments": {"action": "drag", '
+         '"start_coordinate": [500, 800], "end_coordinate": [500, 200]}}</tool_call>',
+         SwipePoints(541, 1922, 541, 480), SwipePoints(801, 2050, 801, 513)),
+    Case(_MAI_PROMPT, '<thinking>done</thinking><tool_call>{"name": "mobile_use", "arguments": {"action": "answer", '
+         '"text": "42"}}</tool_call>', Stop()),
+]
+
+
+@pytest.mark.parametrize("case", MAI, ids=lambda c: c.reply[-40:])
+def test_mai_ui_corpus(case: Case) -> None:
+    check("qwen", "Tongyi-MAI/MAI-UI-8B", case)
+
+
+def test_mai_ui_thought_and_auto() -> None:
+    fam = get_family("auto", "Tongyi-MAI/MAI-UI-8B")
+    assert (fam.name, getattr(fam, "variant", "")) == ("qwen", "mai")
+    r = fam.parse(MAI[2].reply, fam.geometry(*PHONE))
+    assert r.thought.startswith("To start, I need to open the 139邮箱 app.")
+    assert fam.geometry(*PHONE).scale == 999 and "ask_user" in fam.system_prompt
+
+
+@pytest.mark.parametrize("reply", [
+    *COMMON_REFUSALS,
+    '<thinking>go</thinking><tool_call>{"name": "mobile_use", "arguments": {"action": "swipe", "direction": "None"}}'
+    '</tool_call>',
+    '<thinking>menu</thinking><tool_call>{"name": "mobile_use", "arguments": {"action": "system_button", '
+    '"button": "menu"}}</tool_call>',
+    '<thinking>cut</thinking><tool_call>{"name": "mobile_use", "arguments": {"action": "click", "coordinate": [282,',
+])
+def test_mai_ui_refusals(reply: str) -> None:
+    refused("qwen", "MAI-UI-8B", reply)

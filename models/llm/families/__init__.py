@@ -46,6 +46,8 @@ def _qwen_variant(model: str) -> str:
     m = model.lower()
     if re.search(r"gui-?owl-?1[._]5", m):
         return "owl1.5"
+    if re.search(r"mai-?ui", m):
+        return "mai"
     return "3" if ("qwen3" in m or "gui-owl" in m or "guiowl" in m) else "2.5"
 
 
@@ -70,6 +72,7 @@ _PINNED: dict[str, FamilyMaker] = {
     "qwen2.5": lambda model, side: QwenFamily("2.5", side),
     "qwen3": lambda model, side: QwenFamily("3", side),
     "gui-owl-1.5": lambda model, side: QwenFamily("owl1.5", side),
+    "mai-ui": lambda model, side: QwenFamily("mai", side),
     "cogagent": lambda model, side: GLMFamily("cogagent", side),
 }
 FAMILY_NAMES: tuple[str, ...] = tuple(FAMILIES)
@@ -89,7 +92,7 @@ def auto_family_name(model: str) -> str:
         return "agentcpm"
     if "cogagent" in m or re.search(r"glm-?4\.[15]v", m):
         return "glm"
-    if "gui-owl" in m or "guiowl" in m or re.search(r"qwen[\d.]*-?vl|qwen3-vl|qwen2\.5-vl", m):
+    if "gui-owl" in m or "guiowl" in m or re.search(r"mai-?ui", m) or re.search(r"qwen[\d.]*-?vl|qwen3-vl|qwen2\.5-vl", m):
         return "qwen"
     return "react"
 
