@@ -485,3 +485,53 @@ def test_mai_ui_thought_and_auto() -> None:
 ])
 def test_mai_ui_refusals(reply: str) -> None:
     refused("qwen", "MAI-UI-8B", reply)
+
+
+# -- UI-Venus-1.5 (venus): 0-999, /1000. No captured replies were found in public sources; these
+# are the official prompt's and reader's own spellings, in the <think>/<action>/<conclusion> frame.
+
+_VENUS_PROMPT = "https://github.com/inclusionAI/UI-Venus/blob/main/Venus_framework/processor/uivenus_processor.py"
+_VENUS_POLICY = "https://github.com/inclusionAI/UI-Venus/blob/main/Venus_framework/policy/ui_venus_policy.py"
+_VENUS_NAVI = "https://github.com/inclusionAI/UI-Venus/blob/main/models/navigation/utils.py"
+
+VENUS = [
+    Case(_VENUS_POLICY + " (its tuple example (868,487))",
+         "<think>点击搜索框</think>\n<action>Click(box=(868,487))</action>\n<conclusion>点击了搜索框</conclusion>",
+         TapPoint(937, 1169), TapPoint(1389, 1247)),
+    Case(_VENUS_PROMPT, "<think>向下查看</think><action>Scroll(start=(500,800), end=(500,300))</action><conclusion>上滑</conclusion>",
+         SwipePoints(540, 1920, 540, 720), SwipePoints(800, 2048, 800, 768)),
+    Case(_VENUS_PROMPT + " (the brief's positional form)", "<action>Scroll((500,800), (500,300))</action>",
+         SwipePoints(540, 1920, 540, 720), SwipePoints(800, 2048, 800, 768)),
+    Case(_VENUS_PROMPT, "<think>打开微信</think><action>Launch(app='微信')</action>", OpenApp("微信")),
+    Case(_VENUS_PROMPT, "<think>输入</think><action>Type(content='天气预报')</action>", TypeText("天气预报")),
+    Case(_VENUS_PROMPT, "<think>搜索</think><action>PressEnter()</action>", Enter()),
+    Case(_VENUS_POLICY + " (a call with no parentheses)", "<think>搜索</think><action>PressEnter</action>", Enter()),
+    Case(_VENUS_PROMPT, "<action>LongPress(box=(500,500))</action>", LongPressPoint(540, 1200), LongPressPoint(800, 1280)),
+    Case(_VENUS_PROMPT, "<action>CallUser(content='两个联系人都叫张伟，发给哪一个？')</action>", Ask("两个联系人都叫张伟，发给哪一个？")),
+    Case(_VENUS_PROMPT, "<action>Finished(content='')</action>", Stop()),
+    Case(_VENUS_NAVI, "<think>go back</think><action>PressBack()</action><conclusion>back</conclusion>", Back()),
+]
+
+
+@pytest.mark.parametrize("case", VENUS, ids=lambda c: c.reply[-40:])
+def test_venus_corpus(case: Case) -> None:
+    check("venus", "inclusionAI/UI-Venus-1.5-8B", case)
+
+
+@pytest.mark.parametrize("reply", [
+    *COMMON_REFUSALS,
+    "<action>Scroll(direction='None')</action>",
+    "<action>Click(box=(868,</action>",
+    "<think>the button at (868,487) looks right",  # runaway thinking, no action
+])
+def test_venus_refusals(reply: str) -> None:
+    refused("venus", "UI-Venus-1.5-8B", reply)
+
+
+def test_venus_auto() -> None:
+    for model, variant in (("inclusionAI/UI-Venus-1.5-8B", "1.5"), ("UI-Venus-1.5-30B-A3B", "1.5"),
+                           ("inclusionAI/UI-Venus-Navi-7B", "1.0")):
+        fam = get_family("auto", model)
+        assert (fam.name, getattr(fam, "variant", "")) == ("venus", variant)
+    # Navi (Qwen2.5-VL): pixels of the smart-resize, 1092x2408 for 1080x2400
+    assert parsed("venus", "UI-Venus-Navi-7B", "<action>Click(box=(546,1204))</action>", PHONE) == TapPoint(540, 1200)

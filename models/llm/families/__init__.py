@@ -1,5 +1,5 @@
 """Model families, selected by name (``llm.family`` per role): ``react``, ``tools``, ``json``,
-``uitars``, ``qwen``, ``autoglm``, ``agentcpm``, ``glm``, or ``auto`` (from the model name, where that is
+``uitars``, ``qwen``, ``autoglm``, ``agentcpm``, ``glm``, ``venus``, or ``auto`` (from the model name, where that is
 unambiguous). See ``base`` for the interface and each module for its conventions.
 
 A family is one module of this folder and one entry in ``FAMILIES`` below (plus a pattern
@@ -28,6 +28,7 @@ from models.llm.families.qwen import QwenFamily
 from models.llm.families.react import ReactFamily
 from models.llm.families.tools import ToolsFamily
 from models.llm.families.uitars import UITarsFamily
+from models.llm.families.venus import VenusFamily
 
 
 def _uitars_variant(model: str) -> str:
@@ -62,6 +63,7 @@ FAMILIES: dict[str, FamilyMaker] = {
     "qwen": lambda model, side: QwenFamily(_qwen_variant(model) if model else "2.5", side),
     "autoglm": lambda model, side: AutoGLMFamily(side),
     "agentcpm": lambda model, side: AgentCPMFamily(side),
+    "venus": lambda model, side: VenusFamily("1.0" if re.search(r"venus-navi|venus-ground", model.lower()) else "1.5", side),
     "glm": lambda model, side: GLMFamily("cogagent" if "cogagent" in model.lower() else "glm", side),
 }
 # Names that pin a variant whatever the model name says.
@@ -90,6 +92,8 @@ def auto_family_name(model: str) -> str:
         return "autoglm"
     if "agentcpm-gui" in m or "agentcpm_gui" in m:
         return "agentcpm"
+    if "ui-venus" in m or "ui_venus" in m:
+        return "venus"
     if "cogagent" in m or re.search(r"glm-?4\.[15]v", m):
         return "glm"
     if "gui-owl" in m or "guiowl" in m or re.search(r"mai-?ui", m) or re.search(r"qwen[\d.]*-?vl|qwen3-vl|qwen2\.5-vl", m):
