@@ -535,3 +535,65 @@ def test_venus_auto() -> None:
         assert (fam.name, getattr(fam, "variant", "")) == ("venus", variant)
     # Navi (Qwen2.5-VL): pixels of the smart-resize, 1092x2408 for 1080x2400
     assert parsed("venus", "UI-Venus-Navi-7B", "<action>Click(box=(546,1204))</action>", PHONE) == TapPoint(540, 1200)
+
+
+# -- GELab-Zero / Step-GUI (gelab): tab-separated fields, 0-1000
+
+_GELAB_13 = "https://github.com/stepfun-ai/gelab-zero/issues/13"
+_GELAB_PROMPT = "https://github.com/stepfun-ai/gelab-zero/blob/main/copilot_tools/parser_0920_summary.py"
+_GELAB_README = "https://github.com/stepfun-ai/gelab-zero/blob/main/README.md"
+# gelab-zero-4b-preview-q8's first step as the issue logs it: a stray echo of the prompt ends
+# in </THINK> before the real block.
+_GELAB_REPLY = (
+    "只有在严格遵循了以上格式后，上一步的执行结果才会被保存并成为下一步的参考结果。</THINK>\n<THINK> 我看到的是手机的桌面。"
+    "任务要求是在淘宝上买书，所以第一步必须是打开淘宝应用。我将使用`AWAKE`动作来启动淘宝。执行后，我预期会看到淘宝应用的首页。 </THINK>\n"
+    "explain:我的任务是在淘宝上买书，所以首先需要打开淘宝应用。\taction:AWAKE\tvalue:淘宝\tsummary:任务目标是在淘宝上购买一本书。"
+    "当前正在执行第一步：打开淘宝应用。\n"
+)
+
+GELAB = [
+    Case(_GELAB_13, _GELAB_REPLY, OpenApp("淘宝")),
+    Case("derived from " + _GELAB_13 + " (newlines in place of tabs, as the issue's fix discusses)",
+         _GELAB_REPLY.replace("\t", "\n"), OpenApp("淘宝")),
+    Case("derived from " + _GELAB_README + " (a quantised model's <THIN>)",
+         _GELAB_REPLY.replace("<THINK>", "<THIN>").replace("</THINK>", "</THIN>"), OpenApp("淘宝")),
+    # the prompt's own examples, each with values
+    Case(_GELAB_PROMPT, "<THINK> 点击搜索框 </THINK>\nexplain:点击搜索框\taction:CLICK\tpoint:500,80\tsummary:点击了搜索框",
+         TapPoint(540, 192), TapPoint(800, 205)),
+    Case(_GELAB_PROMPT, "<THINK> 输入书名 </THINK>\nexplain:输入书名\taction:TYPE\tvalue:三体\tpoint:500,80\tsummary:输入",
+         TypeText("三体")),
+    Case(_GELAB_PROMPT, "<THINK> 向上滑 </THINK>\nexplain:查看更多\taction:SLIDE\tpoint1:500,800\tpoint2:500,300\tsummary:滑动",
+         SwipePoints(540, 1920, 540, 720), SwipePoints(800, 2048, 800, 768)),
+    Case(_GELAB_PROMPT, "<THINK> 长按 </THINK>\nexplain:长按消息\taction:LONGPRESS\tpoint:300 600\tsummary:长按",
+         LongPressPoint(324, 1440), LongPressPoint(480, 1536)),
+    Case(_GELAB_PROMPT, "<THINK> 等待 </THINK>\nexplain:页面加载中\taction:WAIT\tvalue:3\tsummary:等待", Wait()),
+    Case(_GELAB_PROMPT, "<THINK> 问用户 </THINK>\nexplain:需要确认\taction:INFO\tvalue:买哪一本？\tsummary:询问", Ask("买哪一本？")),
+    Case(_GELAB_PROMPT, "<THINK> 完成 </THINK>\nexplain:已下单\taction:COMPLETE\treturn:已购买《三体》\tsummary:完成", Stop()),
+    Case(_GELAB_PROMPT + " (fields with no action name: a point taps)",
+         "<THINK> 点击 </THINK>\nexplain:点击确定\tpoint:500,500", TapPoint(540, 1200), TapPoint(800, 1280)),
+]
+
+
+@pytest.mark.parametrize("case", GELAB, ids=lambda c: c.reply[-40:])
+def test_gelab_corpus(case: Case) -> None:
+    check("gelab", "stepfun-ai/GELab-Zero-4B-preview", case)
+
+
+def test_gelab_keeps_explain_and_summary() -> None:
+    fam = get_family("auto", "stepfun-ai/GELab-Zero-4B-preview")
+    r = fam.parse(_GELAB_REPLY, fam.geometry(*PHONE))
+    assert fam.name == "gelab" and r.thought.startswith("我的任务是在淘宝上买书")
+    assert r.summary.startswith("任务目标是在淘宝上购买一本书")
+    assert get_family("auto", "gelab-zero-4b-preview-q8").name == "gelab"
+    assert get_family("auto", "Step-GUI-8B").name == "gelab"
+
+
+@pytest.mark.parametrize("reply", [
+    *COMMON_REFUSALS,
+    "<THINK> 我看到的是手机的桌面。任务要求是在淘宝上买书，所以第一步必须是",  # runaway thinking
+    "<THINK> x </THINK>\nexplain:点击\taction:CLICK\tpoint:500,",
+    "<THINK> x </THINK>\nexplain:飞\taction:FLY\tvalue:1",
+    "<THINK> x </THINK>\nexplain:打开\taction:AWAKE\tvalue:None",
+])
+def test_gelab_refusals(reply: str) -> None:
+    refused("gelab", "GELab-Zero-4B-preview", reply)

@@ -1,5 +1,5 @@
 """Model families, selected by name (``llm.family`` per role): ``react``, ``tools``, ``json``,
-``uitars``, ``qwen``, ``autoglm``, ``agentcpm``, ``glm``, ``venus``, or ``auto`` (from the model name, where that is
+``uitars``, ``qwen``, ``autoglm``, ``agentcpm``, ``glm``, ``venus``, ``gelab``, or ``auto`` (from the model name, where that is
 unambiguous). See ``base`` for the interface and each module for its conventions.
 
 A family is one module of this folder and one entry in ``FAMILIES`` below (plus a pattern
@@ -22,6 +22,7 @@ from models.llm.families.base import (
     map_operation,
     smart_resize,
 )
+from models.llm.families.gelab import GELabFamily
 from models.llm.families.glm import GLMFamily
 from models.llm.families.json_schema import JsonFamily
 from models.llm.families.qwen import QwenFamily
@@ -64,6 +65,7 @@ FAMILIES: dict[str, FamilyMaker] = {
     "autoglm": lambda model, side: AutoGLMFamily(side),
     "agentcpm": lambda model, side: AgentCPMFamily(side),
     "venus": lambda model, side: VenusFamily("1.0" if re.search(r"venus-navi|venus-ground", model.lower()) else "1.5", side),
+    "gelab": lambda model, side: GELabFamily(side),
     "glm": lambda model, side: GLMFamily("cogagent" if "cogagent" in model.lower() else "glm", side),
 }
 # Names that pin a variant whatever the model name says.
@@ -92,6 +94,8 @@ def auto_family_name(model: str) -> str:
         return "autoglm"
     if "agentcpm-gui" in m or "agentcpm_gui" in m:
         return "agentcpm"
+    if "gelab" in m or "step-gui" in m or "stepgui" in m:
+        return "gelab"
     if "ui-venus" in m or "ui_venus" in m:
         return "venus"
     if "cogagent" in m or re.search(r"glm-?4\.[15]v", m):
