@@ -597,3 +597,39 @@ def test_gelab_keeps_explain_and_summary() -> None:
 ])
 def test_gelab_refusals(reply: str) -> None:
     refused("gelab", "GELab-Zero-4B-preview", reply)
+
+
+# -- Holo1 / 1.5 / 2 (holo): localizers. No captured replies were found in public sources; these
+# are the formats their integrations prompt for and read.
+
+_HOLO15_CUA = "https://github.com/trycua/cua/blob/main/libs/python/agent/agent/loops/holo.py"
+_HOLO2_CARD = "https://huggingface.co/Hcompany/Holo2-8B"
+_HOLO1_CARD = "https://huggingface.co/Hcompany/Holo1-7B"
+
+
+HOLO2 = [
+    Case(_HOLO2_CARD, '{"x": 500, "y": 500}', TapPoint(540, 1200), TapPoint(800, 1280)),
+    Case(_HOLO2_CARD + " (thinking on)", '<think>The FAQ link is top right.</think>\n{"x": 912, "y": 38}',
+         TapPoint(985, 91), TapPoint(1459, 97)),
+]
+
+
+@pytest.mark.parametrize("case", HOLO2, ids=lambda c: c.reply[-20:])
+def test_holo2_corpus(case: Case) -> None:
+    check("holo", "Hcompany/Holo2-8B", case)
+
+
+@pytest.mark.parametrize(("model", "source", "form"), [
+    ("Hcompany/Holo1.5-7B", _HOLO15_CUA, '{{"action": "click_absolute", "x": {x}, "y": {y}}}'),
+    ("Hcompany/Holo1-7B", _HOLO1_CARD, "Click({x}, {y})"),
+])
+def test_holo1_pixels_of_the_smart_resize(model: str, source: str, form: str) -> None:
+    # the centre of a 1092x2408 resize (phone) and of a 1596x2548 one (tablet)
+    assert parsed("holo", model, form.format(x=546, y=1204), PHONE) == TapPoint(540, 1200), source
+    assert parsed("holo", model, form.format(x=798, y=1274), TABLET) == TapPoint(800, 1280), source
+    assert get_family("auto", model).name == "holo"
+
+
+@pytest.mark.parametrize("reply", [*COMMON_REFUSALS, '{"x": 500}', "The button is at the top right."])
+def test_holo_refusals(reply: str) -> None:
+    refused("holo", "Hcompany/Holo2-8B", reply)

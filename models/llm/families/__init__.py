@@ -1,5 +1,5 @@
 """Model families, selected by name (``llm.family`` per role): ``react``, ``tools``, ``json``,
-``uitars``, ``qwen``, ``autoglm``, ``agentcpm``, ``glm``, ``venus``, ``gelab``, or ``auto`` (from the model name, where that is
+``uitars``, ``qwen``, ``autoglm``, ``agentcpm``, ``glm``, ``venus``, ``gelab``, ``holo``, or ``auto`` (from the model name, where that is
 unambiguous). See ``base`` for the interface and each module for its conventions.
 
 A family is one module of this folder and one entry in ``FAMILIES`` below (plus a pattern
@@ -24,6 +24,7 @@ from models.llm.families.base import (
 )
 from models.llm.families.gelab import GELabFamily
 from models.llm.families.glm import GLMFamily
+from models.llm.families.holo import HoloFamily
 from models.llm.families.json_schema import JsonFamily
 from models.llm.families.qwen import QwenFamily
 from models.llm.families.react import ReactFamily
@@ -53,6 +54,11 @@ def _qwen_variant(model: str) -> str:
     return "3" if ("qwen3" in m or "gui-owl" in m or "guiowl" in m) else "2.5"
 
 
+def _holo_variant(model: str) -> str:
+    m = model.lower()
+    return "1.5" if "holo1.5" in m or "holo1_5" in m else "1" if re.search(r"holo1(?![.\d_])", m) else "2"
+
+
 # name -> the family for (model name, the planner role's max_image_side); the variant, where
 # a family has several, from the model name ("" when unknown).
 FamilyMaker = Callable[[str, int | None], Family]
@@ -66,6 +72,7 @@ FAMILIES: dict[str, FamilyMaker] = {
     "agentcpm": lambda model, side: AgentCPMFamily(side),
     "venus": lambda model, side: VenusFamily("1.0" if re.search(r"venus-navi|venus-ground", model.lower()) else "1.5", side),
     "gelab": lambda model, side: GELabFamily(side),
+    "holo": lambda model, side: HoloFamily(_holo_variant(model), side),
     "glm": lambda model, side: GLMFamily("cogagent" if "cogagent" in model.lower() else "glm", side),
 }
 # Names that pin a variant whatever the model name says.
@@ -94,6 +101,8 @@ def auto_family_name(model: str) -> str:
         return "autoglm"
     if "agentcpm-gui" in m or "agentcpm_gui" in m:
         return "agentcpm"
+    if re.search(r"(?:hcompany/)?holo[123]", m):
+        return "holo"
     if "gelab" in m or "step-gui" in m or "stepgui" in m:
         return "gelab"
     if "ui-venus" in m or "ui_venus" in m:
