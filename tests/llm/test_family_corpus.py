@@ -13,7 +13,7 @@ from typing import NamedTuple
 import pytest
 
 from models.llm.errors import ParseError
-from models.llm.families import get_family
+from models.llm.families import ToolCall, get_family
 from protocol.operations import (
     Ask,
     Back,
@@ -23,7 +23,6 @@ from protocol.operations import (
     OpenApp,
     Operation,
     PageDown,
-    PageUp,
     Stop,
     Swipe,
     SwipePoints,
@@ -633,3 +632,105 @@ def test_holo1_pixels_of_the_smart_resize(model: str, source: str, form: str) ->
 @pytest.mark.parametrize("reply", [*COMMON_REFUSALS, '{"x": 500}', "The button is at the top right."])
 def test_holo_refusals(reply: str) -> None:
     refused("holo", "Hcompany/Holo2-8B", reply)
+
+
+# -- Claude computer use (claude): pixels of the screenshot as sent, mapped back
+
+_CLAUDE_263 = "https://github.com/anthropics/claude-quickstarts/issues/263"
+_CLAUDE_REF = ("https://github.com/anthropics/anthropic-quickstarts/blob/main/computer-use-demo/"
+               "computer_use_demo/tools/computer.py")
+
+
+def test_claude_sends_an_image_within_the_api_limits() -> None:
+    fam = get_family("auto", "claude-sonnet-4-5")
+    assert fam.name == "claude"
+    phone, tablet = fam.geometry(*PHONE), fam.geometry(*TABLET)
+    assert (phone.image_w, phone.image_h) == (706, 1568)  # long side 1568
+    assert (tablet.image_w, tablet.image_h) == (847, 1356)  # 1.15 megapixels
+    assert get_family("claude").geometry(2560, 1600).image_w == 1280  # WXGA, as the reference scales
+    opts = fam.request_options()
+    computer = next(t for t in opts["tools"] if t["function"]["name"] == "computer")
+    assert "847x1356" in computer["function"]["description"]  # the last geometry asked for
+
+
+CLAUDE = [
+    # the model's reply as the issue prints it (a Python dict); its modifier text is ignored
+    Case(_CLAUDE_263, "{'action': 'left_click_drag', 'start_coordinate': [0, 0], 'coordinate': [100, 100], 'text': 'ctrl'}",
+         SwipePoints(0, 0, 153, 153), SwipePoints(0, 0, 189, 189)),
+    Case(_CLAUDE_REF, '{"type": "tool_use", "id": "toolu_01", "name": "computer", "input": {"action": "left_click", '
+         '"coordinate": [353, 784]}}', TapPoint(540, 1200), TapPoint(667, 1480)),
+    Case(_CLAUDE_REF, '{"action": "type", "text": "pizza\\n"}', TypeText("pizza", submit=True)),
+    Case(_CLAUDE_REF, '{"action": "key", "text": "Return"}', Enter()),
+    Case(_CLAUDE_REF, '{"action": "scroll", "coordinate": [353, 784], "scroll_direction": "down", "scroll_amount": 5}',
+         PageDown()),
+    Case(_CLAUDE_REF, '{"action": "screenshot"}', Wait()),
+]
+
+
+@pytest.mark.parametrize("case", CLAUDE, ids=lambda c: c.reply[-30:])
+def test_claude_corpus(case: Case) -> None:
+    check("claude", "claude-sonnet-4-5", case)
+
+
+def test_claude_tool_calls() -> None:
+    fam = get_family("claude")
+    g = fam.geometry(*PHONE)
+    call = ToolCall("computer", '{"action": "double_click", "coordinate": [353, 784]}')
+    assert fam.parse("", g, (call,)).operation == TapPoint(540, 1200)
+    assert fam.parse("", g, (ToolCall("open_app", '{"name": "Clock"}'),)).operation == OpenApp("Clock")
+    assert fam.parse("", g, (ToolCall("done", "{}"),)).operation == Stop()
+
+
+@pytest.mark.parametrize("reply", [
+    *COMMON_REFUSALS,
+    '{"action": "mouse_move", "coordinate": [353, 784]}',
+    '{"action": "left_click"}',  # no cursor on a phone
+    '{"action": "scroll", "scroll_direction": "None"}',
+    '{"action": "key", "text": "ctrl+c"}',
+])
+def test_claude_refusals(reply: str) -> None:
+    refused("claude", "claude-opus-4-5", reply)
+
+
+# -- Gemini computer use (gemini): 0-999, /1000
+
+_GEMINI_MW = ("https://github.com/Tongyi-MAI/MobileWorld/blob/main/src/mobile_world/agents/implementations/"
+              "gemini_cua_agent.py")
+
+GEMINI = [
+    Case(_GEMINI_MW, '{"name": "click_at", "args": {"x": 500, "y": 500}}', TapPoint(540, 1200), TapPoint(800, 1280)),
+    Case(_GEMINI_MW, 'click_at(x=500, y=500)', TapPoint(540, 1200), TapPoint(800, 1280)),
+    Case(_GEMINI_MW, '{"name": "type_text_at", "args": {"x": 500, "y": 100, "text": "pizza"}}',
+         TypeText("pizza", submit=True)),
+    Case(_GEMINI_MW, '{"name": "drag_and_drop", "args": {"x": 500, "y": 800, "destination_x": 500, "destination_y": 200}}',
+         SwipePoints(540, 1920, 540, 480), SwipePoints(800, 2048, 800, 512)),
+    Case(_GEMINI_MW, '{"name": "scroll_document", "args": {"direction": "down"}}', PageDown()),
+    Case(_GEMINI_MW, '{"name": "open_app", "args": {"app_name": "Clock"}}', OpenApp("Clock")),
+    Case(_GEMINI_MW, '{"name": "key_combination", "args": {"keys": "Enter"}}', Enter()),
+    Case(_GEMINI_MW, '{"name": "go_home", "args": {}}', Exit()),
+    Case(_GEMINI_MW, '{"name": "done", "args": {"summary": "alarm set"}}', Stop()),
+]
+
+
+@pytest.mark.parametrize("case", GEMINI, ids=lambda c: c.reply[-30:])
+def test_gemini_corpus(case: Case) -> None:
+    check("gemini", "gemini-2.5-computer-use-preview-10-2025", case)
+
+
+def test_gemini_tool_calls_and_auto() -> None:
+    fam = get_family("auto", "gemini-2.5-computer-use-preview-10-2025")
+    assert fam.name == "gemini" and get_family("auto", "gemini-2.5-pro").name == "react"
+    g = fam.geometry(*PHONE)
+    call = ToolCall("long_press_at", '{"x": 500, "y": 500, "intent": "hold the message"}')
+    r = fam.parse("", g, (call,))
+    assert r.operation == LongPressPoint(540, 1200) and r.thought == "hold the message"
+
+
+@pytest.mark.parametrize("reply", [
+    *COMMON_REFUSALS,
+    '{"name": "list_apps", "args": {}}',
+    '{"name": "navigate", "args": {"url": "https://example.com"}}',
+    '{"name": "scroll_document", "args": {"direction": "None"}}',
+])
+def test_gemini_refusals(reply: str) -> None:
+    refused("gemini", "gemini-2.5-computer-use-preview-10-2025", reply)

@@ -1,5 +1,5 @@
 """Model families, selected by name (``llm.family`` per role): ``react``, ``tools``, ``json``,
-``uitars``, ``qwen``, ``autoglm``, ``agentcpm``, ``glm``, ``venus``, ``gelab``, ``holo``, or ``auto`` (from the model name, where that is
+``uitars``, ``qwen``, ``autoglm``, ``agentcpm``, ``glm``, ``venus``, ``gelab``, ``holo``, ``claude``, ``gemini``, or ``auto`` (from the model name, where that is
 unambiguous). See ``base`` for the interface and each module for its conventions.
 
 A family is one module of this folder and one entry in ``FAMILIES`` below (plus a pattern
@@ -22,7 +22,9 @@ from models.llm.families.base import (
     map_operation,
     smart_resize,
 )
+from models.llm.families.claude_cu import ClaudeFamily
 from models.llm.families.gelab import GELabFamily
+from models.llm.families.gemini_cu import GeminiFamily
 from models.llm.families.glm import GLMFamily
 from models.llm.families.holo import HoloFamily
 from models.llm.families.json_schema import JsonFamily
@@ -73,6 +75,8 @@ FAMILIES: dict[str, FamilyMaker] = {
     "venus": lambda model, side: VenusFamily("1.0" if re.search(r"venus-navi|venus-ground", model.lower()) else "1.5", side),
     "gelab": lambda model, side: GELabFamily(side),
     "holo": lambda model, side: HoloFamily(_holo_variant(model), side),
+    "claude": lambda model, side: ClaudeFamily(side),
+    "gemini": lambda model, side: GeminiFamily(side),
     "glm": lambda model, side: GLMFamily("cogagent" if "cogagent" in model.lower() else "glm", side),
 }
 # Names that pin a variant whatever the model name says.
@@ -101,6 +105,11 @@ def auto_family_name(model: str) -> str:
         return "autoglm"
     if "agentcpm-gui" in m or "agentcpm_gui" in m:
         return "agentcpm"
+    # Computer-use models: Gemini's by name; Claude from 4.5 on (earlier Claude names keep react).
+    if "gemini" in m and "computer-use" in m:
+        return "gemini"
+    if re.search(r"claude-(?:sonnet|opus|haiku)-4[-.]?[5-9]|claude-(?:sonnet|opus|haiku)-[5-9]", m):
+        return "claude"
     if re.search(r"(?:hcompany/)?holo[123]", m):
         return "holo"
     if "gelab" in m or "step-gui" in m or "stepgui" in m:
