@@ -471,6 +471,8 @@ def test_mai_ui_thought_and_auto() -> None:
     assert (fam.name, getattr(fam, "variant", "")) == ("qwen", "mai")
     r = fam.parse(MAI[2].reply, fam.geometry(*PHONE))
     assert r.thought.startswith("To start, I need to open the 139邮箱 app.")
+    r = fam.parse(MAI[0].reply, fam.geometry(*PHONE))  # a grounding answer: its think block
+    assert r.thought.startswith("The instruction asks to open the filter function")
     assert fam.geometry(*PHONE).scale == 999 and "ask_user" in fam.system_prompt
 
 

@@ -1,6 +1,6 @@
 """Model families, selected by name (``llm.family`` per role): ``react``, ``tools``, ``json``,
-``uitars``, ``qwen``, ``autoglm``, ``agentcpm``, ``glm``, ``venus``, ``gelab``, ``holo``, ``claude``, ``gemini``, or ``auto`` (from the model name, where that is
-unambiguous). See ``base`` for the interface and each module for its conventions.
+``uitars``, ``qwen``, ``autoglm``, ``agentcpm``, ``glm``, ``venus``, ``gelab``, ``holo``,
+``claude``, ``gemini``, or ``auto`` (from the model name, where that is unambiguous). See ``base`` for the interface and each module for its conventions.
 
 A family is one module of this folder and one entry in ``FAMILIES`` below (plus a pattern
 in ``auto_family_name`` when a model name implies it); nothing outside the folder names
@@ -56,6 +56,14 @@ def _qwen_variant(model: str) -> str:
     return "3" if ("qwen3" in m or "gui-owl" in m or "guiowl" in m) else "2.5"
 
 
+def _venus_variant(model: str) -> str:
+    return "1.0" if re.search(r"venus-(?:navi|ground)", model.lower()) else "1.5"
+
+
+def _glm_variant(model: str) -> str:
+    return "cogagent" if "cogagent" in model.lower() else "glm"
+
+
 def _holo_variant(model: str) -> str:
     m = model.lower()
     return "1.5" if "holo1.5" in m or "holo1_5" in m else "1" if re.search(r"holo1(?![.\d_])", m) else "2"
@@ -72,12 +80,12 @@ FAMILIES: dict[str, FamilyMaker] = {
     "qwen": lambda model, side: QwenFamily(_qwen_variant(model) if model else "2.5", side),
     "autoglm": lambda model, side: AutoGLMFamily(side),
     "agentcpm": lambda model, side: AgentCPMFamily(side),
-    "venus": lambda model, side: VenusFamily("1.0" if re.search(r"venus-navi|venus-ground", model.lower()) else "1.5", side),
+    "venus": lambda model, side: VenusFamily(_venus_variant(model), side),
     "gelab": lambda model, side: GELabFamily(side),
     "holo": lambda model, side: HoloFamily(_holo_variant(model), side),
     "claude": lambda model, side: ClaudeFamily(side),
     "gemini": lambda model, side: GeminiFamily(side),
-    "glm": lambda model, side: GLMFamily("cogagent" if "cogagent" in model.lower() else "glm", side),
+    "glm": lambda model, side: GLMFamily(_glm_variant(model), side),
 }
 # Names that pin a variant whatever the model name says.
 _PINNED: dict[str, FamilyMaker] = {
@@ -118,7 +126,7 @@ def auto_family_name(model: str) -> str:
         return "venus"
     if "cogagent" in m or re.search(r"glm-?4\.[15]v", m):
         return "glm"
-    if "gui-owl" in m or "guiowl" in m or re.search(r"mai-?ui", m) or re.search(r"qwen[\d.]*-?vl|qwen3-vl|qwen2\.5-vl", m):
+    if re.search(r"gui-?owl|mai-?ui|qwen[\d.]*-?vl|qwen3-vl|qwen2\.5-vl", m):
         return "qwen"
     return "react"
 

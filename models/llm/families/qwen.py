@@ -31,8 +31,9 @@ Coordinates: Qwen2.5-VL answers absolute pixels of the image it received, which 
 screenshot as sent (the screen fitted within ``llm.max_image_side``) smart-resized by the
 server's processor (factor 28, at most 12845056 pixels); Qwen3-VL and GUI-Owl answer
 0–1000 relative (their images are smart-resized with factor 32, which the numbers no
-longer depend on); GUI-Owl-1.5 answers 0–1000 too, and MAI-UI 0–999 (divided by 999). The model name picks the variant
-(``qwen2.5``, ``qwen3``, ``gui-owl-1.5`` or ``mai-ui`` name one explicitly).
+longer depend on); GUI-Owl-1.5 answers 0–1000 too, and MAI-UI 0–999 (divided by 999).
+The model name picks the variant (``qwen2.5``, ``qwen3``, ``gui-owl-1.5`` or ``mai-ui``
+name one explicitly).
 """
 
 from __future__ import annotations
@@ -273,7 +274,8 @@ class QwenFamily(FamilyBase):
     def parse_model(self, text: str, tool_calls: Sequence[ToolCall]) -> FamilyReply:
         if tool_calls:
             call = tool_calls[-1]
-            return FamilyReply(arguments_to_operation(_decode_args(call.arguments), self.scale), "", call.arguments)
+            op = arguments_to_operation(_decode_args(call.arguments), self.scale)
+            return FamilyReply(op, "", call.arguments)
         thinking = ""
         if self.variant == "mai":  # its thinking tags; a thinking model's bare </think>
             text = re.sub(r"<(/?)grounding_think>", r"<\1thinking>", text)
@@ -298,6 +300,6 @@ class QwenFamily(FamilyBase):
         args = _decode_args(obj["arguments"]) if "arguments" in obj else obj
         if "action" not in args and "coordinate" in args:  # a grounding answer: a bare point
             args = {"action": "click", **args}
-        thought = thinking or clean_reply(body.split("<tool_call>")[0]) if "<tool_call>" in body else ""
+        thought = thinking or (clean_reply(body.split("<tool_call>")[0]) if "<tool_call>" in body else "")
         thought = re.sub(r"(?is)^\s*action\s*:\s*", "", thought)  # GUI-Owl-1.5's Action line
         return FamilyReply(arguments_to_operation(args, self.scale), thought, msgspec.json.encode(obj).decode())
