@@ -68,6 +68,7 @@ _DESKTOP_TEST = ("https://github.com/bytedance/UI-TARS-desktop/blob/main/package
                  "action-parser/test/actionParser.test.ts")
 _UITARS_TEST = "https://github.com/bytedance/UI-TARS/blob/main/codes/tests/action_parser_test.py"
 _UITARS_PR252 = "https://github.com/bytedance/UI-TARS/pull/252"
+_UITARS_229 = "https://github.com/bytedance/UI-TARS/issues/229"
 _DOUBAO_PROMPT = "https://github.com/bytedance/UI-TARS/blob/main/codes/ui_tars/prompt.py"
 
 DOUBAO = [
@@ -104,6 +105,14 @@ DOUBAO = [
          "<think_never_used_51bce0c785ca2f68081bfa7d91973934>Click the orientation menu."
          "</think_never_used_51bce0c785ca2f68081bfa7d91973934>click>point>point>112 56",
          TapPoint(121, 134), TapPoint(179, 143)),
+    Case(_UITARS_229,  # doubao-seed-1-8-251228, as the issue quotes it
+         "<think_never_used_51bce0c785ca2f68081bfa7d91973934>Got it, let's see. The user wants to set the slides "
+         "upright (portrait) instead of sideways (landscape). Looking at the right sidebar, under Properties, there's an "
+         "Orientation dropdown that's set to Landscape. I need to click that dropdown and select Portrait.\n\nFirst, "
+         "find the Orientation option in the right Properties panel. It's under the Slide section. Click the dropdown "
+         "arrow next to Landscape, then choose Portrait. That should change the slide orientation to upright."
+         "</think_never_used_51bce0c785ca2f68081bfa7d91973934>click>point>point>942 255",
+         TapPoint(1017, 612), TapPoint(1507, 653)),
     # the same run mixing point= (Doubao's spelling) and start_box= (1.5's)
     Case(_DESKTOP_TEST, "Thought: Perform multiple actions\nAction: click(start_box='<bbox>100 200</bbox>')",
          TapPoint(108, 480), TapPoint(160, 512)),
@@ -141,7 +150,7 @@ def test_doubao_refusals(reply: str) -> None:
 
 @pytest.mark.parametrize(("model", "variant"), [
     ("doubao-1.5-ui-tars", "doubao"), ("doubao-1-5-ui-tars-250428", "doubao"),
-    ("doubao-seed-1.6", "doubao"), ("doubao-seed-1-6-vision-250815", "doubao"),
+    ("doubao-seed-1.6", "doubao"), ("doubao-seed-1-6-vision-250815", "doubao"), ("doubao-seed-1-8-251228", "doubao"),
     ("ByteDance-Seed/UI-TARS-1.5-7B", "1.5"), ("UI-TARS-7B-DPO", "1.0"),
 ])
 def test_doubao_auto(model: str, variant: str) -> None:
@@ -350,6 +359,8 @@ def test_glm_keeps_memory_and_reason() -> None:
     r = fam.parse('Memory: the code is 4812\nReason: type it\nAction: {"action_type": "input_text", "text": "4812", '
                   '"box_2d": [[100,200,300,260]], "override": true}', fam.geometry(*PHONE))
     assert r.operation == TypeText("4812") and r.memory == "the code is 4812" and r.thought == "type it"
+    r = fam.parse(GLM[7].reply, fam.geometry(*PHONE))  # "Memory:\n[]" after the call: nothing kept
+    assert r.operation == TypeText("drip coffee maker black") and r.memory == ""
 
 
 COGAGENT = [

@@ -39,8 +39,8 @@ def _uitars_variant(model: str) -> str:
     # UI-TARS 1.0 checkpoints are the 2B/7B/72B -SFT and -DPO ones (relative 0-1000);
     # 1.5 and later answer absolute pixels, and a bare "ui-tars" today means those.
     m = model.lower()
-    # Doubao-1.5-UI-TARS, Doubao-Seed-1.6 on Ark: 0-1000 (not ByteDance-Seed/UI-TARS-1.5-7B)
-    if "doubao" in m or re.search(r"seed-?1[.-]?[56]", m):
+    # Doubao-1.5-UI-TARS, Doubao-Seed-1.6 / 1.8 on Ark: 0-1000 (not ByteDance-Seed/UI-TARS-1.5-7B)
+    if "doubao" in m or re.search(r"seed-?1[.-]?\d", m):
         return "doubao"
     if re.search(r"(?<![\d.])1\.0|-sft|-dpo", m) and "1.5" not in m:
         return "1.0"
@@ -107,7 +107,7 @@ def auto_family_name(model: str) -> str:
     m = model.lower()
     if "ui-tars" in m or "uitars" in m or "ui_tars" in m:
         return "uitars"
-    if re.search(r"doubao.*(seed|vision)|seed-?1[.-]?[56]-?vl", m):  # the Ark GUI models
+    if re.search(r"doubao.*(seed|vision)|seed-?1[.-]?\d-?vl", m):  # the Ark GUI models
         return "uitars"
     if "autoglm" in m:
         return "autoglm"

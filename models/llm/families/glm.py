@@ -250,6 +250,8 @@ class GLMFamily(FamilyBase):
             if call.text == "\0truncated":
                 raise ParseError(f"the {call.name}(...) call is cut off: its closing ')' is missing", text)
             op, shown = desktop_call_to_operation(call), call.text
+        if memory.strip() in ("[]", "{}"):  # the desktop format's "nothing to keep"
+            memory = ""
         return FamilyReply(op, reason, shown, memory=kept_memory(memory))
 
     def _cogagent(self, cleaned: str, text: str) -> FamilyReply:
