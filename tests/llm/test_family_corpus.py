@@ -540,6 +540,12 @@ def test_venus_refusals(reply: str) -> None:
     refused("venus", "UI-Venus-1.5-8B", reply)
 
 
+def test_venus_keeps_think_and_conclusion() -> None:
+    fam = get_family("auto", "inclusionAI/UI-Venus-1.5-8B")
+    r = fam.parse(VENUS[0].reply, fam.geometry(*PHONE))
+    assert (r.thought, r.summary) == ("点击搜索框", "点击了搜索框")
+
+
 def test_venus_auto() -> None:
     for model, variant in (("inclusionAI/UI-Venus-1.5-8B", "1.5"), ("UI-Venus-1.5-30B-A3B", "1.5"),
                            ("inclusionAI/UI-Venus-Navi-7B", "1.0")):
@@ -689,7 +695,8 @@ def test_claude_tool_calls() -> None:
     fam = get_family("claude")
     g = fam.geometry(*PHONE)
     call = ToolCall("computer", '{"action": "double_click", "coordinate": [353, 784]}')
-    assert fam.parse("", g, (call,)).operation == TapPoint(540, 1200)
+    r = fam.parse("I'll open the Clock app.", g, (call,))
+    assert r.operation == TapPoint(540, 1200) and r.thought == "I'll open the Clock app."
     assert fam.parse("", g, (ToolCall("open_app", '{"name": "Clock"}'),)).operation == OpenApp("Clock")
     assert fam.parse("", g, (ToolCall("done", "{}"),)).operation == Stop()
 

@@ -202,6 +202,7 @@ class ClaudeFamily(FamilyBase):
             args = decode_object(call.arguments) if call.arguments.strip() else {}
             if args is None:
                 raise ParseError(f"the {call.name} call's arguments are not JSON")
-            return FamilyReply(call_to_operation(call.name, args), "", call.arguments)
+            # Claude says what it sees and plans in the text beside the call.
+            return FamilyReply(call_to_operation(call.name, args), strip_reasoning(text).strip(), call.arguments)
         name, found = _from_text(text)
         return FamilyReply(call_to_operation(name, found), "", msgspec.json.encode(dict(found)).decode())

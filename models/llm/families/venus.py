@@ -10,7 +10,7 @@ the action one of ``Click`` / ``DoubleClick`` / ``LongPress(box=(x, y))``,
 ``Type(content='...')``, ``Launch(app='...')``, ``Wait()``, ``PressBack()``,
 ``PressHome()``, ``PressEnter()`` (or the bare name), ``Finished(content)`` and
 ``CallUser(content)`` (a question for the user). The last call in ``<action>`` is read;
-without the tag, the last call in the reply.
+without the tag, the last call in the reply. ``<conclusion>`` is kept as the summary.
 
 Coordinates: UI-Venus-1.5 answers 0–999 on each axis, divided by 1000 (the prompt: "坐标区间
 从左上角(0,0)到右下角(999,999)"; the policy: ``x * width / 1000``); UI-Venus-Navi (1.0,
@@ -147,8 +147,10 @@ class VenusFamily(FamilyBase):
         body = clean_reply(blocks[-1]) if blocks else clean_reply(norm)
         thoughts = re.findall(r"(?is)<think>(.*?)</think>", norm)
         thought = thoughts[-1].strip() if thoughts else ""
+        conclusions = re.findall(r"(?is)<conclusion>(.*?)</conclusion>", norm)
+        summary = conclusions[-1].strip() if conclusions else ""
         bare = re.fullmatch(r"\s*(PressBack|PressHome|PressEnter|Wait|Finished)\s*", body, re.IGNORECASE)
         if bare:
-            return FamilyReply(_BARE[bare.group(1).lower()], thought, bare.group(1))
+            return FamilyReply(_BARE[bare.group(1).lower()], thought, bare.group(1), summary=summary)
         call = last_call(body, _NAMES, syntax=_SYNTAX)
-        return FamilyReply(call_to_operation(call), thought, call.text)
+        return FamilyReply(call_to_operation(call), thought, call.text, summary=summary)
