@@ -8,12 +8,17 @@ show (a dropped ")", escaped quotes from a log): the brief's list, not an invent
 
 from __future__ import annotations
 
+import io
 from typing import NamedTuple
 
+import msgspec
 import pytest
+from PIL import Image
 
+from models.llm import ImageInput
 from models.llm.errors import ParseError
 from models.llm.families import ToolCall, get_family
+from models.llm.prompts.planner import PlannerInput
 from protocol.operations import (
     Ask,
     Back,
@@ -30,6 +35,7 @@ from protocol.operations import (
     TypeText,
     Wait,
 )
+from tests.llm.conftest import png_screen
 
 PHONE = (1080, 2400)
 TABLET = (1600, 2560)
@@ -754,3 +760,20 @@ def test_gemini_tool_calls_and_auto() -> None:
 ])
 def test_gemini_refusals(reply: str) -> None:
     refused("gemini", "gemini-2.5-computer-use-preview-10-2025", reply)
+
+
+# -- every family: a planner prompt at the size it promises, and JSON-safe request options
+
+@pytest.mark.parametrize("name", ["agentcpm", "glm", "venus", "gelab", "holo", "claude", "gemini",
+                                  "uitars-doubao", "gui-owl-1.5", "mai-ui", "cogagent"])
+@pytest.mark.parametrize("screen", [PHONE, TABLET])
+def test_planner_prompt_and_image(name: str, screen: tuple[int, int]) -> None:
+    fam = get_family(name, max_image_side=1024)
+    geom = fam.geometry(*screen)
+    msgs = fam.planner_messages(PlannerInput(instruction="Set an alarm", screenshot=png_screen(*screen)), geom)
+    system = msgs[0].content[0]
+    assert isinstance(system, str) and "{width}" not in system and "{convention}" not in system
+    images = [p.data for m in msgs for p in m.content if isinstance(p, ImageInput)]
+    with Image.open(io.BytesIO(images[-1])) as im:
+        assert im.size == geom.sent_size and max(im.size) <= 1024
+    msgspec.json.encode(fam.request_options())
