@@ -3,8 +3,11 @@ parsed operation and its points in device pixels on a phone (1080x2400) and a ta
 (1600x2560) screen; the family and its variant picked from served names; replies that must
 be refused (ParseError: re-asked, never run).
 
-A case whose source says "derived from" is that real reply with one damage real replies
-show (a dropped ")", escaped quotes from a log): the brief's list, not an invented answer."""
+Three kinds of source: a captured reply (an issue's log, a README's expected output, a
+benchmark's output file, a parser's test fixture); "derived from" one, that reply with one
+damage real replies show (a dropped ")", escaped quotes from a log, an extra brace); and, where
+no captured reply was found, a prompt, parser or reference implementation, the case then
+spelling that source's own format for the action it documents."""
 
 from __future__ import annotations
 
@@ -659,7 +662,8 @@ def test_holo_refusals(reply: str) -> None:
     refused("holo", "Hcompany/Holo2-8B", reply)
 
 
-# -- Claude computer use (claude): pixels of the screenshot as sent, mapped back
+# -- Claude computer use (claude): pixels of the screenshot as sent, mapped back. One captured
+# reply (issue 263); the rest spell the reference implementation's actions.
 
 _CLAUDE_263 = "https://github.com/anthropics/claude-quickstarts/issues/263"
 _CLAUDE_REF = ("https://github.com/anthropics/anthropic-quickstarts/blob/main/computer-use-demo/"
@@ -718,7 +722,8 @@ def test_claude_refusals(reply: str) -> None:
     refused("claude", "claude-opus-4-5", reply)
 
 
-# -- Gemini computer use (gemini): 0-999, /1000
+# -- Gemini computer use (gemini): 0-999, /1000. No captured mobile replies were found; these
+# spell the calls as MobileWorld's Gemini agent reads them.
 
 _GEMINI_MW = ("https://github.com/Tongyi-MAI/MobileWorld/blob/main/src/mobile_world/agents/implementations/"
               "gemini_cua_agent.py")
