@@ -11,7 +11,9 @@ the agent sends the screen fitted within it, and a family's pixel coordinates (U
 Qwen2.5-VL, json, tools) refer to that image (or to the server's resize of it). Without it,
 the loaded config's planner role decides (``[llm.roles.planner] max_image_side``, else
 ``[llm] max_image_side``), as for the agent and ``llm check``: the same ``--config`` /
-``--set`` / ``$MOBAGENT_CONFIG``.
+``--set`` / ``$MOBAGENT_CONFIG``. ``--image WxH`` names the image the model saw outright
+(a reply saved from another tool, whose screenshot was not the screen fitted within a side):
+the family's convention is applied to that image, and its points mapped to ``--screen``.
 A reply that is not usable exits 1; bad arguments exit 2.
 """
 
@@ -82,11 +84,11 @@ def _tool_calls(text: str) -> tuple[str, tuple[ToolCall, ...]]:
 
 def cmd_parse(args: argparse.Namespace) -> int:
     side = args.image_side
-    if side is None:  # the planner's image size, as the agent that got the reply had it
+    if side is None and args.image is None:  # the planner's image size, as the agent that got the reply had it
         cfg = config_from_args(args, AgentConfig, unknown_sections="ignore")
         side = cfg.llm.role("planner").max_image_side
     try:
-        family = get_family(args.family, args.model or "", max_image_side=side)
+        family = get_family(args.family, args.model or "", max_image_side=side, image=args.image)
     except ValueError as exc:
         print(f"mobagent llm parse: {exc}", file=sys.stderr)
         return 2
@@ -131,6 +133,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                             "sends it; default: the loaded config's planner llm.max_image_side "
                             "([llm.roles.planner], else [llm]; 1024 in the shipped config). "
                             "A side at least the screen's: the screen at its own size")
+    parse.add_argument("--image", type=_screen, default=None, metavar="WxH",
+                       help="the image the model saw, in pixels, when it is not the screen "
+                            "fitted within --image-side (a reply saved from another tool); "
+                            "its coordinates are read against it and mapped to --screen")
     parse.add_argument("file", nargs="?", default="-", metavar="FILE",
                        help="the saved reply (text, or the API message JSON with tool_calls); "
                             "- or none: stdin")

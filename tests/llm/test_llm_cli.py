@@ -124,3 +124,19 @@ def test_bad_image_side_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> 
     with pytest.raises(SystemExit) as err:
         parser.parse_args(["llm", "parse", "--family", "uitars", "--image-side", "8", "-"])
     assert err.value.code == 2 and "at least 32" in capsys.readouterr().err
+
+
+def test_image_is_the_image_the_model_saw(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--image: pixels of that image, mapped to --screen (phone and tablet); the config's
+    side plays no part."""
+    f = tmp_path / "reply.txt"
+    f.write_text("Observation: x\nThought: y\nAction: Tap (270, 600)")
+    for screen, point in (("1080x2400", {"x": 540, "y": 1200}), ("1600x2560", {"x": 800, "y": 1280})):
+        rc, out = run(["llm", "parse", "--family", "react", "--screen", screen, "--image", "540x1200", str(f)],
+                      capsys)
+        assert rc == 0 and out["operation"] == {"op": "tap_point", "args": point}
+    # a 0-1000 family reads the same numbers whatever the image
+    f.write_text("Action：click(point='<point>500 500</point>')")
+    rc, out = run(["llm", "parse", "--family", "auto", "--model", "doubao-1-5-ui-tars-250428",
+                   "--screen", "1600x2560", "--image", "800x1280", str(f)], capsys)
+    assert rc == 0 and out["operation"] == {"op": "tap_point", "args": {"x": 800, "y": 1280}}

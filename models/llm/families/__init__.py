@@ -1,6 +1,6 @@
 """Model families, selected by name (``llm.family`` per role): ``react``, ``tools``, ``json``,
-``uitars``, ``qwen``, ``autoglm``, or ``auto`` (from the model name, where that is
-unambiguous). See ``base`` for the interface and each module for its conventions.
+``uitars``, ``qwen``, ``autoglm``, ``agentcpm``, ``glm``, ``venus``, ``gelab``, ``holo``,
+``claude``, ``gemini``, or ``auto`` (from the model name, where that is unambiguous). See ``base`` for the interface and each module for its conventions.
 
 A family is one module of this folder and one entry in ``FAMILIES`` below (plus a pattern
 in ``auto_family_name`` when a model name implies it); nothing outside the folder names
@@ -12,6 +12,7 @@ import re
 from collections.abc import Callable
 
 from models.llm.errors import ParseError
+from models.llm.families.agentcpm import AgentCPMFamily
 from models.llm.families.autoglm import AutoGLMFamily
 from models.llm.families.base import (
     Family,
@@ -21,17 +22,26 @@ from models.llm.families.base import (
     map_operation,
     smart_resize,
 )
+from models.llm.families.claude_cu import ClaudeFamily
+from models.llm.families.gelab import GELabFamily
+from models.llm.families.gemini_cu import GeminiFamily
+from models.llm.families.glm import GLMFamily
+from models.llm.families.holo import HoloFamily
 from models.llm.families.json_schema import JsonFamily
 from models.llm.families.qwen import QwenFamily
 from models.llm.families.react import ReactFamily
 from models.llm.families.tools import ToolsFamily
 from models.llm.families.uitars import UITarsFamily
+from models.llm.families.venus import VenusFamily
 
 
 def _uitars_variant(model: str) -> str:
     # UI-TARS 1.0 checkpoints are the 2B/7B/72B -SFT and -DPO ones (relative 0-1000);
     # 1.5 and later answer absolute pixels, and a bare "ui-tars" today means those.
     m = model.lower()
+    # Doubao-1.5-UI-TARS, Doubao-Seed-1.6 / 1.8 on Ark: 0-1000 (not ByteDance-Seed/UI-TARS-1.5-7B)
+    if "doubao" in m or re.search(r"seed-?1[.-]?\d", m):
+        return "doubao"
     if re.search(r"(?<![\d.])1\.0|-sft|-dpo", m) and "1.5" not in m:
         return "1.0"
     return "1.5"
@@ -39,7 +49,24 @@ def _uitars_variant(model: str) -> str:
 
 def _qwen_variant(model: str) -> str:
     m = model.lower()
+    if re.search(r"gui-?owl-?1[._]5", m):
+        return "owl1.5"
+    if re.search(r"mai-?ui", m):
+        return "mai"
     return "3" if ("qwen3" in m or "gui-owl" in m or "guiowl" in m) else "2.5"
+
+
+def _venus_variant(model: str) -> str:
+    return "1.0" if re.search(r"venus-(?:navi|ground)", model.lower()) else "1.5"
+
+
+def _glm_variant(model: str) -> str:
+    return "cogagent" if "cogagent" in model.lower() else "glm"
+
+
+def _holo_variant(model: str) -> str:
+    m = model.lower()
+    return "1.5" if "holo1.5" in m or "holo1_5" in m else "1" if re.search(r"holo1(?![.\d_])", m) else "2"
 
 
 # name -> the family for (model name, the planner role's max_image_side); the variant, where
@@ -52,13 +79,24 @@ FAMILIES: dict[str, FamilyMaker] = {
     "uitars": lambda model, side: UITarsFamily(_uitars_variant(model) if model else "1.5", side),
     "qwen": lambda model, side: QwenFamily(_qwen_variant(model) if model else "2.5", side),
     "autoglm": lambda model, side: AutoGLMFamily(side),
+    "agentcpm": lambda model, side: AgentCPMFamily(side),
+    "venus": lambda model, side: VenusFamily(_venus_variant(model), side),
+    "gelab": lambda model, side: GELabFamily(side),
+    "holo": lambda model, side: HoloFamily(_holo_variant(model), side),
+    "claude": lambda model, side: ClaudeFamily(side),
+    "gemini": lambda model, side: GeminiFamily(side),
+    "glm": lambda model, side: GLMFamily(_glm_variant(model), side),
 }
 # Names that pin a variant whatever the model name says.
 _PINNED: dict[str, FamilyMaker] = {
     "uitars-1.5": lambda model, side: UITarsFamily("1.5", side),
     "uitars-1.0": lambda model, side: UITarsFamily("1.0", side),
+    "uitars-doubao": lambda model, side: UITarsFamily("doubao", side),
     "qwen2.5": lambda model, side: QwenFamily("2.5", side),
     "qwen3": lambda model, side: QwenFamily("3", side),
+    "gui-owl-1.5": lambda model, side: QwenFamily("owl1.5", side),
+    "mai-ui": lambda model, side: QwenFamily("mai", side),
+    "cogagent": lambda model, side: GLMFamily("cogagent", side),
 }
 FAMILY_NAMES: tuple[str, ...] = tuple(FAMILIES)
 
@@ -69,17 +107,37 @@ def auto_family_name(model: str) -> str:
     m = model.lower()
     if "ui-tars" in m or "uitars" in m or "ui_tars" in m:
         return "uitars"
+    if re.search(r"doubao.*(seed|vision)|seed-?1[.-]?\d-?vl", m):  # the Ark GUI models
+        return "uitars"
     if "autoglm" in m:
         return "autoglm"
-    if "gui-owl" in m or "guiowl" in m or re.search(r"qwen[\d.]*-?vl|qwen3-vl|qwen2\.5-vl", m):
+    if "agentcpm-gui" in m or "agentcpm_gui" in m:
+        return "agentcpm"
+    # Computer-use models: Gemini's by name; Claude from 4.5 on (earlier Claude names keep react).
+    if "gemini" in m and "computer-use" in m:
+        return "gemini"
+    if re.search(r"claude-(?:sonnet|opus|haiku)-4[-.]?[5-9]|claude-(?:sonnet|opus|haiku)-[5-9]", m):
+        return "claude"
+    if re.search(r"(?:hcompany/)?holo[123]", m):
+        return "holo"
+    if "gelab" in m or "step-gui" in m or "stepgui" in m:
+        return "gelab"
+    if "ui-venus" in m or "ui_venus" in m:
+        return "venus"
+    if "cogagent" in m or re.search(r"glm-?4\.[15]v", m):
+        return "glm"
+    if re.search(r"gui-?owl|mai-?ui|qwen[\d.]*-?vl|qwen3-vl|qwen2\.5-vl", m):
         return "qwen"
     return "react"
 
 
-def get_family(name: str, model: str = "", *, max_image_side: int | None = None) -> Family:
+def get_family(name: str, model: str = "", *, max_image_side: int | None = None,
+               image: tuple[int, int] | None = None) -> Family:
     """The family ``name`` (``auto``: from ``model``), with the variant ``model`` implies;
     ``max_image_side``: the planner role's ``llm.max_image_side`` (None: the screenshot is
-    sent at the screen's size). Unknown names raise ``ValueError`` naming the known ones."""
+    sent at the screen's size); ``image``: the (width, height) of the image the model saw,
+    when it is known and not the screen fitted within ``max_image_side`` (a saved reply).
+    Unknown names raise ``ValueError`` naming the known ones."""
     n = name.strip().lower()
     if n == "auto":
         n = auto_family_name(model)
@@ -88,7 +146,10 @@ def get_family(name: str, model: str = "", *, max_image_side: int | None = None)
         raise ValueError(
             f"unknown model family {name!r}: use one of {', '.join(FAMILY_NAMES)}, or auto"
         )
-    return make(model, max_image_side)
+    fam = make(model, max_image_side)
+    if image is not None:
+        fam.sent_image = image  # type: ignore[attr-defined]  # every family is a FamilyBase
+    return fam
 
 
 __all__ = [

@@ -114,6 +114,18 @@ def resize_png(image: bytes, size: tuple[int, int]) -> bytes:
         return out.getvalue()
 
 
+_TOWARD = {"up": (0, -1), "down": (0, 1), "left": (-1, 0), "right": (1, 0)}
+
+
+def swipe_toward(x: int, y: int, direction: str, *, reach: int = 300, top: int = 1000) -> SwipePoints | None:
+    """A finger swipe from (x, y) toward ``direction`` ("up": the finger moves up), ``reach``
+    on a 0..``top`` grid, clamped to it; None for an unknown direction."""
+    step = _TOWARD.get(direction.strip().lower())
+    if step is None:
+        return None
+    return SwipePoints(x, y, min(max(x + step[0] * reach, 0), top), min(max(y + step[1] * reach, 0), top))
+
+
 class ToolCall(msgspec.Struct, frozen=True):
     """One OpenAI ``tool_calls`` entry: the function name and its JSON arguments (a string,
     as the API sends them)."""
@@ -177,8 +189,12 @@ class FamilyBase:
 
     def __init__(self, max_image_side: int | None = None) -> None:
         self.max_image_side = max_image_side
+        # The image the model saw, when known apart from the screen (``llm parse --image``).
+        self.sent_image: tuple[int, int] | None = None
 
     def sent_size(self, screen_w: int, screen_h: int) -> tuple[int, int]:
+        if self.sent_image is not None:
+            return self.sent_image
         return fit_within(screen_w, screen_h, self.max_image_side)
 
     def geometry(self, screen_w: int, screen_h: int) -> Geometry:

@@ -346,6 +346,25 @@ _FORMAT_HINT = (
 )
 
 
+def _pair(v: object) -> list[float] | None:
+    if isinstance(v, list | tuple) and len(v) == 2 and all(
+        isinstance(n, int | float) and not isinstance(n, bool) for n in v
+    ):
+        return [float(n) for n in v]
+    return None
+
+
+def _with_xy(args: dict[str, Any]) -> dict[str, Any]:
+    """Qwen-VL's ``mobile_use`` arguments in a JSON action (``{"action": "click",
+    "coordinate": [x, y]}``, a swipe's ``coordinate2``) as the vocabulary's x, y / x1..y2."""
+    a, b = _pair(args.get("coordinate")), _pair(args.get("coordinate2") or args.get("end_coordinate"))
+    if a is None or "x" in args or "x1" in args:
+        return args
+    if b is not None:
+        return {**args, "x1": a[0], "y1": a[1], "x2": b[0], "y2": b[1]}
+    return {**args, "x": a[0], "y": a[1]}
+
+
 def _json_action(text: str) -> tuple[Operation, str] | None:
     """The last JSON object in ``text`` that has an "action" key (or "op", as ``llm parse``
     and the json family write it), as an operation: ``{"action": "Click text (Save)"}`` or
@@ -382,7 +401,7 @@ def _json_action(text: str) -> tuple[Operation, str] | None:
         try:
             op = parse_operation(name)  # a whole operation as text
         except ParseError:
-            op = operation_from_call(name, args)
+            op = operation_from_call(name, _with_xy(args))
         found = (op, name)
     return found
 

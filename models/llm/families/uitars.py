@@ -1,6 +1,9 @@
 """``uitars``: UI-TARS / UI-TARS-1.5 (ByteDance Seed, github.com/bytedance/UI-TARS: the
 mobile prompt in ``codes/ui_tars/prompt.py`` and the coordinate notes in
-``README_coordinates.md``).
+``README_coordinates.md``); Doubao-1.5-UI-TARS and Doubao-Seed-1.6 (the same action language
+served by Volcengine Ark: ``COMPUTER_USE_DOUBAO`` in ``codes/ui_tars/prompt.py``, and
+``parse_action_to_structure_output(..., factor=1000, model_type="doubao")`` in
+``codes/ui_tars/action_parser.py``, which divides its numbers by 1000).
 
 Reply: ``Thought: ...`` then ``Action: <call>``, the call one of ``click(start_box=...)``,
 ``long_press(start_box=...)``, ``type(content='...')`` (a trailing ``\\n`` submits: Enter),
@@ -12,8 +15,11 @@ Reply: ``Thought: ...`` then ``Action: <call>``, the call one of ``click(start_b
 Coordinates: UI-TARS-1.5 answers absolute pixels of the image it received, which is the
 screenshot as sent (the screen fitted within ``llm.max_image_side``) smart-resized by the
 server's processor (factor 28, between 100·28² and 16384·28² pixels); UI-TARS 1.0
-(the 2B/7B/72B SFT and DPO models) answers 0–1000 relative to the image. The model name
-picks the variant; ``uitars-1.5`` / ``uitars-1.0`` name it explicitly.
+(the 2B/7B/72B SFT and DPO models) answers 0–1000 relative to the image, and so do the
+Doubao models (``click(point='<point>x y</point>')``, ``<bbox>x1 y1 x2 y2</bbox>``, often a
+full-width ``Action：``, sometimes a call left unclosed, or Seed's compact
+``click>point>point>x y``). The model name picks the variant; ``uitars-1.5`` /
+``uitars-1.0`` / ``uitars-doubao`` name it explicitly.
 """
 
 from __future__ import annotations
@@ -72,6 +78,19 @@ finished(content='') # the task is done
 - Write a small plan and finally summarize your next action (with its target element) in one sentence in `Thought` part.
 """
 
+DOUBAO_SPACE = """click(point='<point>x1 y1</point>')
+long_press(point='<point>x1 y1</point>')
+type(content='') # end content with \\n to submit it
+clear() # empty the focused field before typing new text
+scroll(point='<point>x1 y1</point>', direction='down or up or right or left')
+drag(start_point='<point>x1 y1</point>', end_point='<point>x2 y2</point>')
+open_app(app_name='')
+press_home()
+press_back()
+wait()
+finished(content='') # the task is done
+"""
+
 _NAMES = (
     "click", "left_single", "long_press", "type", "scroll", "drag", "swipe",
     "open_app", "press_home", "press_back", "press_enter", "hotkey", "wait", "finished",
@@ -80,6 +99,8 @@ _NAMES = (
 _SYNTAX = "click(start_box='(x,y)')"
 # Where the content ends up: UI-TARS' "scroll down" shows more of what is below.
 _SCROLL: dict[str, Operation] = {"down": PageDown(), "up": PageUp(), "left": Swipe("right"), "right": Swipe("left")}
+
+_SWIPES: dict[str, Operation] = {d: Swipe(d) for d in ("up", "down", "left", "right")}
 
 
 def _pt(call: Call, *keys: str) -> tuple[float, float]:
@@ -96,12 +117,38 @@ def _point_op(op: type[TapPoint] | type[LongPressPoint], xy: tuple[float, float]
     return op(round(xy[0]), round(xy[1]))
 
 
+def _direction_swipe(direction: str) -> Operation:
+    # Doubao's swipe(direction=...): the finger's direction, as our Swipe.
+    d = direction.strip().lower()
+    if d not in _SWIPES:
+        raise ParseError(f"swipe() needs direction='up', 'down', 'left' or 'right', got {d!r}")
+    return _SWIPES[d]
+
+
+# Doubao-Seed's compact form ``click>point>point>x y`` (github.com/bytedance/UI-TARS pull 252).
+_COMPACT = re.compile(r"(?m)^\s*(\w+)>(point|start_point)>(?:point|start_point)>\s*(-?\d+(?:\.\d+)?)[ ,]+(-?\d+(?:\.\d+)?)\s*$")
+
+
+def close_unclosed(body: str) -> str:
+    """``body`` with its last call closed when it stops right after a complete point, box or
+    quoted value: ``click(point='<point>150 315</point>`` is that click, while
+    ``click(start_box='(546,`` stays cut off (re-asked)."""
+    head, nl, last = body.rstrip().rpartition("\n")
+    if last.count("(") - last.count(")") != 1 or not re.search(r"\w\s*\(", last):
+        return body
+    closed = bool(re.search(r"(?:</point>|</bbox>|[)\]])\s*['\"]?$", last)) or (
+        last[-1:] in ("'", '"') and last.count(last[-1]) % 2 == 0)
+    return head + nl + last + ")" if closed else body
+
+
 def call_to_operation(call: Call) -> Operation:
     n = call.name
     if n in ("click", "left_single"):
         return _point_op(TapPoint, _pt(call, "start_box", "point", "start_point"))
     if n == "long_press":
         return _point_op(LongPressPoint, _pt(call, "start_box", "point", "start_point"))
+    if n == "swipe" and "direction" in call.args and "end_point" not in call.args and "end_box" not in call.args:
+        return _direction_swipe(call.args["direction"])
     if n in ("drag", "swipe") or (n == "scroll" and ("end_box" in call.args or "end_point" in call.args)):
         x1, y1 = _pt(call, "start_box", "start_point", "point")
         x2, y2 = _pt(call, "end_box", "end_point")
@@ -149,16 +196,22 @@ class UITarsFamily(FamilyBase):
 
     def __init__(self, variant: str = "1.5", max_image_side: int | None = None) -> None:
         super().__init__(max_image_side)
-        if variant not in ("1.0", "1.5"):
-            raise ValueError(f"unknown UI-TARS variant {variant!r}: 1.0 or 1.5")
+        if variant not in ("1.0", "1.5", "doubao"):
+            raise ValueError(f"unknown UI-TARS variant {variant!r}: 1.0, 1.5 or doubao")
         self.variant = variant
         convention = (
             "absolute pixels of the screenshot ({width}x{height})" if variant == "1.5"
             else "relative, from 0 to 1000 on each axis"
         )
-        self.system_prompt = SYSTEM.replace("{convention}", convention)
+        system = SYSTEM
+        if variant == "doubao":  # its trained spelling: point=, <point>x y</point>
+            a = system.index("## Action Space\n") + len("## Action Space\n")
+            system = system[:a] + DOUBAO_SPACE + system[system.index("\n## Note"):]
+        self.system_prompt = system.replace("{convention}", convention)
 
     def geometry(self, screen_w: int, screen_h: int) -> Geometry:
+        if self.variant == "doubao":  # 0-1000 of whatever image Ark received
+            return Geometry(screen_w, screen_h, *self.sent_size(screen_w, screen_h), "relative", 1000)
         # The server smart-resizes the image it receives; the model answers in that size.
         sw, sh = self.sent_size(screen_w, screen_h)
         h, w = smart_resize(sh, sw, factor=28, min_pixels=MIN_PIXELS, max_pixels=MAX_PIXELS)
@@ -166,10 +219,12 @@ class UITarsFamily(FamilyBase):
                         sent_w=sw, sent_h=sh)
 
     def parse_model(self, text: str, tool_calls: Sequence[ToolCall]) -> FamilyReply:
-        cleaned = clean_reply(text)
+        # Seed's reasoning tag carries a suffix: <think_never_used_51bce0c785ca2f68081bfa7d91973934>
+        cleaned = clean_reply(re.sub(r"<(/?)think_\w+>", r"<\1think>", text))
+        cleaned = _COMPACT.sub(lambda m: f"{m[1]}({m[2]}='<point>{m[3]} {m[4]}</point>')", cleaned)
         acts = list(re.finditer(r"(?im)^\s*(?:\*\*)?action(?:\*\*)?\s*:(?:\*\*)?", cleaned))
         body = cleaned[acts[-1].end():] if acts else cleaned
         head = cleaned[: acts[-1].start()] if acts else ""
         thought = re.sub(r"(?is)^\s*thought\s*:", "", head).strip()
-        call = last_call(body, _NAMES, syntax=_SYNTAX)
+        call = last_call(close_unclosed(body), _NAMES, syntax=_SYNTAX)
         return FamilyReply(call_to_operation(call), thought, call.text)
