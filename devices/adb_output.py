@@ -101,8 +101,8 @@ def _window_blocks(text: str) -> str | None:
 
 def wakefulness(text: str) -> Wakefulness | None:
     """Awake, asleep or dozing, from ``dumpsys power`` (``mWakefulness=``, Samsung's
-    ``getWakefulnessLocked()=``) or ``dumpsys window policy`` (``mAwake=``,
-    ``screenState=``). A dreaming phone (its screen saver) counts as dozing: it must be
+    ``getWakefulnessLocked()=``, before Android 5 ``mScreenOn=``) or ``dumpsys window
+    policy`` (``mAwake=``, ``screenState=``). A dreaming phone (its screen saver) counts as dozing: it must be
     woken before an app can be used."""
     m = re.search(r"(?:mWakefulness|getWakefulnessLocked\(\))=(\w+)", text)
     if m is not None:
@@ -118,6 +118,12 @@ def wakefulness(text: str) -> Wakefulness | None:
     m = re.search(r"\bscreenState=SCREEN_STATE_(ON|OFF)", text)
     if m is not None:
         return "awake" if m.group(1) == "ON" else "asleep"
+    # Before Android 5 (``mScreenOn=``), and some Samsung builds (``Display Power: state=``).
+    m = re.search(r"\bmScreenOn=(true|false)|Display Power: state=(ON|OFF|DOZE\w*)", text)
+    if m is not None:
+        on = m.group(1) or m.group(2)
+        return "awake" if on in ("true", "ON") else "dozing" if on.startswith("DOZE") \
+            else "asleep"
     return None
 
 
