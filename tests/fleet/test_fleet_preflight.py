@@ -111,4 +111,6 @@ async def test_a_fleet_wide_instruction_goes_to_the_phone_that_can_work(
         await client.wait_finished([f"f{i}" for i in range(3)])
         assert {f.device for f in client.finished} == {good}
         assert all(f.status == "succeeded" for f in client.finished)
+        # the outcome is published before the phone is marked idle again
+        await client.wait_status(good, "idle", timeout_s=20)
         assert fm.devices() == {bad: "attention", good: "idle"}
