@@ -27,7 +27,7 @@ import msgspec
 import structlog
 
 from actors.capture import Captured
-from actors.config import AgentSettings
+from actors.config import AgentConfig, AgentSettings
 from actors.frames import FrameStore
 from actors.priority import PriorityPool
 from actors.rpc import Entries, Registered, ServiceActor
@@ -41,7 +41,8 @@ from models.grounding import (
     pixel_box,
 )
 from models.llm.errors import LLMError, LLMTimeout
-from models.llm.grounder import GrounderAnswer
+from models.llm.grounder import GrounderAnswer, ModelGrounder
+from models.llm.messages import ChatModel
 from models.providers import ProviderError
 from protocol.messages import (
     Ambiguous,
@@ -327,6 +328,20 @@ class PerceptionEngine:
             log.info("grounder_overruled", device=dev, point=answer.point,
                      reason="an exact OCR text match elsewhere")
         return merged
+
+
+def engine_for(cfg: AgentConfig, llm: ChatModel | None = None) -> PerceptionEngine:
+    """The host's (or a perception worker's) engine for ``cfg``; when a grounding mode asks
+    for the grounder, it calls ``llm.roles.grounder`` through ``llm`` (an ``LLMClient`` of
+    ``cfg.llm``: the same retries, rate limits and prices as the other roles)."""
+    grounder = None
+    if cfg.perception.grounder_needed():
+        if llm is None:
+            raise ConfigError("perception.text_grounding / icon_grounding need the grounder "
+                              "role, and this command has no LLM client for it")
+        grounder = ModelGrounder.from_settings(llm, cfg.llm)
+    return PerceptionEngine(settings=cfg.perception, workers=cfg.agent.perception_workers,
+                            grounder=grounder)
 
 
 def candidate_point(amb: Ambiguous, index: int) -> tuple[int, int] | None:

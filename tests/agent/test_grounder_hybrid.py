@@ -147,3 +147,20 @@ async def test_model_mode_is_the_grounder_alone(openai_server: OpenAIServer) -> 
 def test_a_grounding_mode_without_a_grounder_is_a_config_error() -> None:
     with pytest.raises(ConfigError, match="llm.roles.grounder"):
         PerceptionEngine(settings=PerceptionSettings(text_grounding="hybrid"))
+
+
+def test_a_hosts_engine_gets_the_grounder_role_from_its_llm_client() -> None:
+    from actors.config import AgentConfig
+    from actors.perception import engine_for
+
+    cfg = msgspec.convert({"perception": {"text_grounding": "hybrid"},
+                           "llm": {"api_key": "k", "roles": {"grounder": {
+                               "base_url": "http://gpu-host:8000/v1", "model": "UI-TARS-1.5-7B"}}}},
+                          AgentConfig)
+    assert engine_for(AgentConfig()).grounder is None  # ocr: today's behaviour, no model
+    with pytest.raises(ConfigError):
+        engine_for(cfg)
+    llm = LLMClient(cfg.llm)
+    eng = engine_for(cfg, llm)
+    assert isinstance(eng.grounder, ModelGrounder) and eng.grounder.family.name == "uitars"
+    assert llm.role_config("grounder").endpoint == "gpu-host:8000"
