@@ -37,6 +37,7 @@ from models.grounding import (
     Perception,
     PerceptionSettings,
     grounder_result,
+    icon_disagreement,
     merge_grounder,
     pixel_box,
 )
@@ -149,6 +150,7 @@ class PerceptionEngine:
         self.grounder_calls = 0
         self.grounder_overruled = 0  # grounder points OCR's exact text match outranked
         self.grounder_failed = 0  # calls that failed (hybrid: OCR's answer stood)
+        self.grounder_disputed = 0  # icons the matcher placed elsewhere (both to the chooser)
         # speculation_priority=False: one FIFO queue (the old semaphore), for benchmarks
         self.pool = PriorityPool(workers, priority=speculation_priority)
         self._queued: dict[str, tuple[str, int, anyio.CancelScope]] = {}  # device -> (episode, step, scope)
@@ -305,7 +307,8 @@ class PerceptionEngine:
     async def _hybrid(self, op: Operation, captured: Captured, req: GroundRequest,
                       first: GroundResult) -> GroundResult:
         """``hybrid``: the grounder asked after OCR / the matcher; its point snapped to the
-        OCR line (text) or icon box (icon) it falls in; an exact text match outranks it."""
+        OCR line (text) or icon box (icon) it falls in; an exact text match outranks it; a
+        confident icon match elsewhere makes both candidates for the chooser."""
         try:
             answer = await self._locate(op, captured, req.thought)
         except LLMError as exc:
@@ -323,7 +326,12 @@ class PerceptionEngine:
             snap_to, exact = await self._off_loop(dev, lambda: p.text_boxes(
                 rgb, text, frame_id=sha, device=dev or None))
         merged = merge_grounder(first, answer.point, answer.box, snap_to, exact)
-        if merged is not first and not isinstance(merged, Grounded):  # OCR's exact match won
+        if isinstance(op, ClickIcon):
+            if isinstance(merged, Grounded):
+                placed = merged
+                merged = await self._off_loop(dev, lambda: icon_disagreement(first, placed, rgb))
+                self.grounder_disputed += not isinstance(merged, Grounded)
+        elif merged is not first and not isinstance(merged, Grounded):  # OCR's exact match won
             self.grounder_overruled += 1
             log.info("grounder_overruled", device=dev, point=answer.point,
                      reason="an exact OCR text match elsewhere")

@@ -740,6 +740,22 @@ def merge_grounder(first: GroundResult, point: Point | None, box: Rect | None,
     return grounder_result(point, box, [*exact, *snap_to])
 
 
+def _rect(box: Box) -> Rect:
+    return (float(box.left), float(box.top), float(box.right), float(box.bottom))
+
+
+def icon_disagreement(first: GroundResult, placed: Grounded,
+                      rgb: np.ndarray | None) -> GroundResult:
+    """Hybrid icons: the grounder's answer ``placed``, unless the matcher was confident
+    (``first`` Grounded) about another place; then both, numbered for the chooser (the
+    grounder's first), since neither has the evidence to overrule the other."""
+    if not isinstance(first, Grounded) or _contains(_rect(first.box), placed.point):
+        return placed
+    return _ambiguous(rgb, [(_rect(placed.box), ""), (_rect(first.box), "")],
+                      "the grounding model (1) and the icon matcher (2) point at different "
+                      "places: pick the one that fits the description, or none")
+
+
 # -- the facade ------------------------------------------------------------------------------
 
 T = TypeVar("T")

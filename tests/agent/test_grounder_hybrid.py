@@ -16,6 +16,7 @@ from actors.perception import PerceptionEngine
 from devices.codecs import encode_png
 from models.detector import Proposal
 from models.grounding import IconSettings, Perception, PerceptionSettings
+from models.icons import IconScores
 from models.llm import LLMClient, LLMSettings
 from models.llm.grounder import ModelGrounder
 from models.ocr import OcrLine, OcrResult
@@ -118,6 +119,31 @@ async def test_an_icon_always_asks_the_grounder_and_snaps_to_the_icon_box(
         got = await engine(llm).ground(ask(ClickIcon("search", "top")), captured())
     assert isinstance(got, Grounded) and got.source == "grounder" and (got.x, got.y) == (850, 350)
     assert any("the icon: search (in the top" in t for t in openai_server.requests[0].texts())
+
+
+class SureOfTheLast:
+    """A matcher confident that the last box is the icon."""
+
+    def judge(self, bgr: np.ndarray, boxes: Sequence[tuple[float, float, float, float]],
+              description: str) -> IconScores:
+        return IconScores([0.95 if i == len(boxes) - 1 else 0.1 for i in range(len(boxes))])
+
+
+async def test_a_confident_matcher_elsewhere_puts_both_icons_before_the_chooser(
+    openai_server: OpenAIServer,
+) -> None:
+    openai_server.script("(850, 175)", "(150, 925)")  # the first icon; then the matcher's
+    async with LLMClient(settings(openai_server.base_url)) as llm:
+        eng = engine(llm)
+        eng.perception = Perception(eng.perception.settings, ocr=FixedOcr(LINES),
+                                    detector=FixedDetector(ICONS), matcher=SureOfTheLast())
+        disputed = await eng.ground(ask(ClickIcon("share")), captured())
+        agreed = await eng.ground(ask(ClickIcon("share")), captured())
+    assert isinstance(disputed, Ambiguous) and eng.grounder_disputed == 1
+    assert [c.box.center for c in disputed.candidates] == [(850, 350), (150, 1850)]
+    assert "icon matcher" in disputed.reason and disputed.marked_image
+    assert isinstance(agreed, Grounded) and agreed.source == "grounder"
+    assert agreed.point == (150, 1850)
 
 
 async def test_a_confident_ocr_text_match_needs_no_grounder(openai_server: OpenAIServer) -> None:
