@@ -281,7 +281,6 @@ class PerceptionEngine:
                 rgb, pt, radius=radius, frame_id=sha, device=dev))
         raise ValueError(f"{type(op).__name__} has no target to ground")
 
-
     async def _locate(self, op: Operation, captured: Captured, thought: str) -> GrounderAnswer | None:
         """The grounder's answer for ``op``'s target on the frame (outside the CPU pool: it
         waits on the network); ``LLMError`` when the call fails."""

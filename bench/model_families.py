@@ -463,36 +463,45 @@ class StandInGrounder:
             raise ValueError(f"no stand-in grounder for {family!r}: {', '.join(GROUNDER_MODELS)}")
         self.model = model
         self.family = family
-        self.rng = random.Random(f"grounder/{family}/{seed}")
+        self.seed = seed
+        # Draws per episode (its instruction), apart from the planner stand-in's, so that a
+        # hybrid run's planner answers are those of the ocr run on the same seeds.
+        self._rngs: dict[str, random.Random] = {}
         self._lock = threading.Lock()
         self.stats: Counter[str] = Counter()
 
-    def _box(self, text: str) -> tuple[tuple[int, int, int, int] | None, tuple[int, int]]:
+    def _board(self, text: str) -> Board | None:
         m = _TARGET.search(text)
         want = (m.group(1) or m.group(2) or "").strip() if m else ""
         for b in self.model.boards():
             op = b.intent.op if b.intent is not None else None
             name = op.text if isinstance(op, ClickText) else (
                 op.description if isinstance(op, ClickIcon) else None)
-            if name is not None and name.strip() == want and b.intent is not None:
-                return b.intent.box, b.screen
-        return None, (0, 0)
+            if name is not None and name.strip() == want:
+                return b
+        return None
 
     def answer(self, req: RecordedRequest) -> Behaviour:
-        box, (sw, sh) = self._box(" ".join(req.texts()))
+        board = self._board(" ".join(req.texts()))
+        box = board.intent.box if board is not None and board.intent is not None else None
         with self._lock:
-            draw = self.rng.random()
             self.stats["asked"] += 1
-            if box is None or draw < GROUNDER_NONE:
+            if board is None or box is None:  # not on the screen (or no episode plans it)
                 self.stats["none"] += 1
                 return Behaviour.reply("NONE")
-            x0, y0, x1, y1 = box
+            rng = self._rngs.setdefault(board.instruction, random.Random(
+                f"grounder/{self.family}/{board.instruction}/{self.seed}"))
+            draw = rng.random()
+            (x0, y0, x1, y1), (sw, sh) = box, board.screen
+            if draw < GROUNDER_NONE:
+                self.stats["none"] += 1
+                return Behaviour.reply("NONE")
             if draw < GROUNDER_NONE + GROUNDER_ELSEWHERE:
                 self.stats["elsewhere"] += 1
-                cx, cy = self.rng.uniform(0, sw - 1), self.rng.uniform(0, sh - 1)
+                cx, cy = rng.uniform(0, sw - 1), rng.uniform(0, sh - 1)
             else:
-                cx = (x0 + x1) / 2 + self.rng.gauss(0, GROUNDER_SPREAD * (x1 - x0) / 2)
-                cy = (y0 + y1) / 2 + self.rng.gauss(0, GROUNDER_SPREAD * (y1 - y0) / 2)
+                cx = (x0 + x1) / 2 + rng.gauss(0, GROUNDER_SPREAD * (x1 - x0) / 2)
+                cy = (y0 + y1) / 2 + rng.gauss(0, GROUNDER_SPREAD * (y1 - y0) / 2)
         mw, mh = model_space(self.family, _received(req))
         x = _fmt(min(max(cx / sw, 0.0), 0.999) * mw)
         y = _fmt(min(max(cy / sh, 0.0), 0.999) * mh)
