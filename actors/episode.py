@@ -591,7 +591,7 @@ class _Episode:
         svc = self.agent.services
         req = self.request(GroundRequest(  # a worker elsewhere gets the frame with it
             frame_id=before.frame_id, operation=op, snap_radius_px=self.settings.snap_radius_px,
-            frame=before if svc.remote_perception else None))
+            thought=ctx.thought[:2000], frame=before if svc.remote_perception else None))
         ans = await self.agent.call(req, (Grounded, Ambiguous, NotFound), self.t_ground,
                                     resend_after_s=svc.ground_resend_s)
         if isinstance(ans, Grounded):

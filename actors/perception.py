@@ -27,18 +27,32 @@ import msgspec
 import structlog
 
 from actors.capture import Captured
-from actors.config import AgentSettings
+from actors.config import AgentConfig, AgentSettings
 from actors.frames import FrameStore
 from actors.priority import PriorityPool
 from actors.rpc import Entries, Registered, ServiceActor
-from models.grounding import Perception, PerceptionSettings, pixel_box
+from devices.codecs import encode_png
+from models.grounding import (
+    GroundingMode,
+    Perception,
+    PerceptionSettings,
+    grounder_result,
+    icon_disagreement,
+    merge_grounder,
+    pixel_box,
+)
+from models.llm.errors import LLMError, LLMTimeout
+from models.llm.grounder import GrounderAnswer, ModelGrounder
+from models.llm.messages import ChatModel
 from models.providers import ProviderError
 from protocol.messages import (
     Ambiguous,
     Frame,
+    Grounded,
     GroundRequest,
     GroundResult,
     Msg,
+    NotFound,
     Plan,
     TextLine,
 )
@@ -62,6 +76,33 @@ T = TypeVar("T")
 def needs_text(op: Operation) -> bool:
     """Whether grounding ``op`` reads the frame's OCR (a point snaps to the lines too)."""
     return isinstance(op, ClickText | LongPress | TapPoint | LongPressPoint)
+
+
+class Grounder(Protocol):
+    """A grounding model (``models.llm.grounder.ModelGrounder``, the ``grounder`` role)."""
+
+    timeout_s: float
+
+    async def locate(self, description: str, screenshot: bytes, screen: tuple[int, int], *,
+                     thought: str = "") -> GrounderAnswer | None: ...
+
+
+def grounding_mode(op: Operation, settings: PerceptionSettings) -> GroundingMode:
+    """Who grounds ``op``'s target (``perception.text_grounding`` / ``icon_grounding``); a
+    planner's own point is always checked against OCR."""
+    if isinstance(op, ClickText | LongPress):
+        return settings.text_grounding
+    if isinstance(op, ClickIcon):
+        return settings.icon_grounding
+    return "ocr"
+
+
+def grounder_target(op: Operation) -> str:
+    """What the grounder is asked to find for ``op``."""
+    if isinstance(op, ClickIcon):
+        where = f" (in the {op.position} of the screen)" if op.position != "center" else ""
+        return f"the icon: {op.description}{where}"
+    return f'the element showing the text "{getattr(op, "text", "")}"'
 
 
 def serve_timeout_for(timeout_s: float) -> float:
@@ -95,13 +136,21 @@ class PerceptionEngine:
     def __init__(
         self, perception: Perception | None = None, *,
         settings: PerceptionSettings | None = None, workers: int = 1,
-        speculation_priority: bool = True,
+        speculation_priority: bool = True, grounder: Grounder | None = None,
     ) -> None:
         try:
             self.perception = perception or Perception(settings)
         except ProviderError as exc:  # perception.providers names a missing accelerator
             raise ConfigError(str(exc)) from exc
         self.timeout_s = self.perception.settings.timeout_s
+        if grounder is None and self.perception.settings.grounder_needed():
+            raise ConfigError('perception.text_grounding / icon_grounding = "model" or '
+                              '"hybrid" need a grounding model: set [llm.roles.grounder]')
+        self.grounder = grounder
+        self.grounder_calls = 0
+        self.grounder_overruled = 0  # grounder points OCR's exact text match outranked
+        self.grounder_failed = 0  # calls that failed (hybrid: OCR's answer stood)
+        self.grounder_disputed = 0  # icons the matcher placed elsewhere (both to the chooser)
         # speculation_priority=False: one FIFO queue (the old semaphore), for benchmarks
         self.pool = PriorityPool(workers, priority=speculation_priority)
         self._queued: dict[str, tuple[str, int, anyio.CancelScope]] = {}  # device -> (episode, step, scope)
@@ -195,10 +244,16 @@ class PerceptionEngine:
         """The answer to ``req`` on ``captured`` (which must be the frame it names)."""
         op = req.operation
         t0 = time.perf_counter()
-        if needs_text(op):
+        mode = grounding_mode(op, self.perception.settings)
+        if needs_text(op) and mode != "model":
             await self._own_frame_read(captured.frame.sha256)
-        async with self.pool.slot(urgent=True):
-            result = await self._ground(op, captured, req.device, req.snap_radius_px)
+        if mode == "model":
+            result = await self._model_only(op, captured, req.thought)
+        else:
+            async with self.pool.slot(urgent=True):
+                result = await self._ground(op, captured, req.device, req.snap_radius_px)
+            if mode == "hybrid" and (isinstance(op, ClickIcon) or not isinstance(result, Grounded)):
+                result = await self._hybrid(op, captured, req, result)
         took = time.perf_counter() - t0
         self.meter.add_ground(took)
         log.debug("grounded", op=type(op).__name__, s=round(took, 3))
@@ -225,6 +280,75 @@ class PerceptionEngine:
             return await self._off_loop(device, lambda: p.ground_point(
                 rgb, pt, radius=radius, frame_id=sha, device=dev))
         raise ValueError(f"{type(op).__name__} has no target to ground")
+
+    async def _locate(self, op: Operation, captured: Captured, thought: str) -> GrounderAnswer | None:
+        """The grounder's answer for ``op``'s target on the frame (outside the CPU pool: it
+        waits on the network); ``LLMError`` when the call fails."""
+        assert self.grounder is not None
+        frame = captured.frame
+        h, w = captured.rgb.shape[:2]
+        data = frame.data or await anyio.to_thread.run_sync(encode_png, captured.rgb)
+        self.grounder_calls += 1
+        try:
+            with anyio.fail_after(self.grounder.timeout_s + 1.0):
+                return await self.grounder.locate(grounder_target(op), data, (w, h),
+                                                  thought=thought)
+        except TimeoutError:
+            raise LLMTimeout(f"grounder: no answer within {self.grounder.timeout_s:g} s") from None
+
+    async def _model_only(self, op: Operation, captured: Captured, thought: str) -> GroundResult:
+        """``model``: the grounder alone; NotFound when it finds nothing."""
+        answer = await self._locate(op, captured, thought)
+        if answer is None:
+            return NotFound(frame_id="", query=grounder_target(op))
+        return grounder_result(answer.point, answer.box)
+
+    async def _hybrid(self, op: Operation, captured: Captured, req: GroundRequest,
+                      first: GroundResult) -> GroundResult:
+        """``hybrid``: the grounder asked after OCR / the matcher; its point snapped to the
+        OCR line (text) or icon box (icon) it falls in; an exact text match outranks it; a
+        confident icon match elsewhere makes both candidates for the chooser."""
+        try:
+            answer = await self._locate(op, captured, req.thought)
+        except LLMError as exc:
+            self.grounder_failed += 1
+            log.warning("grounder_failed", device=req.device, error=f"{type(exc).__name__}: {exc}")
+            return first
+        if answer is None:
+            return first
+        p, sha, rgb, dev = self.perception, captured.frame.sha256, captured.rgb, req.device
+        exact: list[tuple[float, float, float, float]] = []
+        if isinstance(op, ClickIcon):
+            snap_to = await self._off_loop(dev, lambda: p.icon_boxes(rgb, frame_id=sha))
+        else:
+            text = getattr(op, "text", "")
+            snap_to, exact = await self._off_loop(dev, lambda: p.text_boxes(
+                rgb, text, frame_id=sha, device=dev or None))
+        merged = merge_grounder(first, answer.point, answer.box, snap_to, exact)
+        if isinstance(op, ClickIcon):
+            if isinstance(merged, Grounded):
+                placed = merged
+                merged = await self._off_loop(dev, lambda: icon_disagreement(first, placed, rgb))
+                self.grounder_disputed += not isinstance(merged, Grounded)
+        elif merged is not first and not isinstance(merged, Grounded):  # OCR's exact match won
+            self.grounder_overruled += 1
+            log.info("grounder_overruled", device=dev, point=answer.point,
+                     reason="an exact OCR text match elsewhere")
+        return merged
+
+
+def engine_for(cfg: AgentConfig, llm: ChatModel | None = None) -> PerceptionEngine:
+    """The host's (or a perception worker's) engine for ``cfg``; when a grounding mode asks
+    for the grounder, it calls ``llm.roles.grounder`` through ``llm`` (an ``LLMClient`` of
+    ``cfg.llm``: the same retries, rate limits and prices as the other roles)."""
+    grounder = None
+    if cfg.perception.grounder_needed():
+        if llm is None:
+            raise ConfigError("perception.text_grounding / icon_grounding need the grounder "
+                              "role, and this command has no LLM client for it")
+        grounder = ModelGrounder.from_settings(llm, cfg.llm)
+    return PerceptionEngine(settings=cfg.perception, workers=cfg.agent.perception_workers,
+                            grounder=grounder)
 
 
 def candidate_point(amb: Ambiguous, index: int) -> tuple[int, int] | None:

@@ -5,6 +5,7 @@
                               [--no-default] [--no-icons | --icons-only] [--no-absent]
                               [--repeat K] [--models [NAMES]]
                               [--tune-on A --report-on B] [--cache DIR] [--shard K/N]
+                              [--grounder URL --grounder-model NAME [--grounder-family F]]
 
 With several `--data` sets each is reported on its own and then pooled (their visible targets
 counted together). Every accuracy comes with its 95 % Wilson interval, `0.950 [0.925, 0.967]`.
@@ -51,6 +52,8 @@ DIR is any folder in rico-dev's format (index.json + screens/<id>.jpg/.json). Re
   anywhere and in each quadrant: `absent_*`, each grounded one printed to check by eye);
   the position filter's keep-rate (`position_keep_*`: with the target's own quadrant or
   thirds as the position, is its proposal kept). `--icons-only` runs these alone (no OCR).
+`--grounder URL --grounder-model NAME` measures a grounding model (the `grounder` role, alone)
+on the sets instead: text and icon accuracy of its points (`bench/grounder.py`).
 The last line printed is one JSON object.
 """
 
@@ -964,7 +967,14 @@ def main(argv: list[str] | None = None) -> int:
                    help="only icon proposals, matching and the position filter (no OCR)")
     p.add_argument("--no-absent", action="store_true",
                    help="skip the icon queries for icons rarely on screen (ABSENT_ICONS)")
+    p.add_argument("--grounder", metavar="URL", help="measure a grounding model served here "
+                   "(OpenAI-compatible, e.g. vLLM) alone on the sets, instead of OCR")
+    p.add_argument("--grounder-model", default="", help="its model name")
+    p.add_argument("--grounder-family", default="auto", help="its family (auto: from the name)")
     args = p.parse_args(argv)
+    if args.grounder and not args.grounder_model:
+        print("error: --grounder needs --grounder-model", file=sys.stderr)
+        return 2
     if bool(args.tune_on) != bool(args.report_on):
         print("error: --tune-on and --report-on go together", file=sys.stderr)
         return 2
@@ -989,9 +999,11 @@ def main(argv: list[str] | None = None) -> int:
         sets[labels[path]] = screens
         print(f"{len(screens)} screens from {path}", flush=True)
 
-    if args.icons_only:
-        summary_i: dict[str, Any] = {"sets": {label: icons(screens, not args.no_absent)
-                                              for label, screens in sets.items()}}
+    if args.grounder or args.icons_only:
+        from bench.grounder import run as grounder_run
+
+        summary_i: dict[str, Any] = grounder_run(sets, args) if args.grounder else {
+            "sets": {label: icons(screens, not args.no_absent) for label, screens in sets.items()}}
         if args.json:
             args.json.write_text(json.dumps(summary_i, indent=1))
         print(json.dumps(_rounded(summary_i)))  # the last line is the JSON object

@@ -38,6 +38,15 @@ of every answered request, next to Mobile-Agent v1's scheme for the same calls (
 screen at full size plus every earlier screenshot of the episode at half size, in every
 call). ``--oracle`` runs the oracle planner on the same tasks and seeds first, for SU.
 
+``--grounding ocr,hybrid`` runs each family once per mode on the same tasks and seeds:
+``hybrid`` sets ``perception.text_grounding`` and ``icon_grounding`` to ``hybrid`` and
+points ``llm.roles.grounder`` at a second loopback server, where ``StandInGrounder`` (also
+BENCHMARK-ONLY) answers in ``--grounder-family``'s format (qwen3 by default) from the
+simulated phone's ground-truth box of the target, with an ASSUMED spread and miss rate
+(``GROUNDER_*`` below: 5 % of answers elsewhere on the screen, 3 % NONE, the rest around the
+centre with a standard deviation of 0.4 x half the box's side). Its rows are named
+``<family>+hybrid``; ``grndr`` counts targets the grounder placed.
+
 The benchmark sets ``llm.requests_per_minute`` high (the loopback has no quota) and
 ``llm.timeout_s`` to ``--llm-timeout-s`` (default 5 s, so a timeout costs seconds, not a
 minute). Output: per family DIR/<family>/ (results.json, episodes), a table, and last one
@@ -244,6 +253,10 @@ class StandInModel:
             if old is not None:
                 self.stats.update(old.stats)
 
+    def boards(self) -> list[Board]:
+        with self._lock:
+            return list(self._boards.values())
+
     def close(self) -> None:
         with self._lock:
             for b in self._boards.values():
@@ -426,6 +439,79 @@ class StandInModel:
         return rng.choice(bad[base])
 
 
+# The stand-in grounder's error model. ASSUMED, not measured: a grounding model of the
+# UI-TARS-1.5-7B / Qwen3-VL-8B class is taken to place about nine in ten mobile targets
+# (ScreenSpot-style accuracy), so of its answers
+GROUNDER_ELSEWHERE = 0.05  # a point somewhere else on the screen (uniform)
+GROUNDER_NONE = 0.03  # "NONE": it does not see the target
+GROUNDER_SPREAD = 0.4  # the others: the centre + N(0, (0.4 x half the box's side)^2) per axis
+# (about 2 % of those then fall just outside the box). A target the phone's ground truth
+# does not show is answered NONE.
+GROUNDER_MODELS = {"qwen3": MODELS["qwen3"], "uitars": MODELS["uitars"], "qwen": MODELS["qwen"],
+                   "react": MODELS["react"]}
+_TARGET = re.compile(r'the element showing the text "(.*)"|the icon: (.*?)(?: \(in the |\n|$)')
+
+
+class StandInGrounder:
+    """BENCHMARK-ONLY STAND-IN for a grounding model (the ``grounder`` role) of ``family``:
+    it reads the target from the request, finds the phone whose episode plans to click it
+    (the ``StandInModel``'s boards) and answers that target's ground-truth box's centre,
+    spread and missed as the constants above say, in the family's format and space."""
+
+    def __init__(self, model: StandInModel, family: str = "qwen3", seed: int = 0) -> None:
+        if family not in GROUNDER_MODELS:
+            raise ValueError(f"no stand-in grounder for {family!r}: {', '.join(GROUNDER_MODELS)}")
+        self.model = model
+        self.family = family
+        self.seed = seed
+        # Draws per episode (its instruction), apart from the planner stand-in's, so that a
+        # hybrid run's planner answers are those of the ocr run on the same seeds.
+        self._rngs: dict[str, random.Random] = {}
+        self._lock = threading.Lock()
+        self.stats: Counter[str] = Counter()
+
+    def _board(self, text: str) -> Board | None:
+        m = _TARGET.search(text)
+        want = (m.group(1) or m.group(2) or "").strip() if m else ""
+        for b in self.model.boards():
+            op = b.intent.op if b.intent is not None else None
+            name = op.text if isinstance(op, ClickText) else (
+                op.description if isinstance(op, ClickIcon) else None)
+            if name is not None and name.strip() == want:
+                return b
+        return None
+
+    def answer(self, req: RecordedRequest) -> Behaviour:
+        board = self._board(" ".join(req.texts()))
+        box = board.intent.box if board is not None and board.intent is not None else None
+        with self._lock:
+            self.stats["asked"] += 1
+            if board is None or box is None:  # not on the screen (or no episode plans it)
+                self.stats["none"] += 1
+                return Behaviour.reply("NONE")
+            rng = self._rngs.setdefault(board.instruction, random.Random(
+                f"grounder/{self.family}/{board.instruction}/{self.seed}"))
+            draw = rng.random()
+            (x0, y0, x1, y1), (sw, sh) = box, board.screen
+            if draw < GROUNDER_NONE:
+                self.stats["none"] += 1
+                return Behaviour.reply("NONE")
+            if draw < GROUNDER_NONE + GROUNDER_ELSEWHERE:
+                self.stats["elsewhere"] += 1
+                cx, cy = rng.uniform(0, sw - 1), rng.uniform(0, sh - 1)
+            else:
+                cx = (x0 + x1) / 2 + rng.gauss(0, GROUNDER_SPREAD * (x1 - x0) / 2)
+                cy = (y0 + y1) / 2 + rng.gauss(0, GROUNDER_SPREAD * (y1 - y0) / 2)
+        mw, mh = model_space(self.family, _received(req))
+        x = _fmt(min(max(cx / sw, 0.0), 0.999) * mw)
+        y = _fmt(min(max(cy / sh, 0.0), 0.999) * mh)
+        if self.family == "uitars":
+            return Behaviour.reply(f"Action: click(point='<point>{x} {y}</point>')")
+        if self.family in ("qwen", "qwen3"):
+            return Behaviour.reply(json.dumps([{"point_2d": [x, y], "label": "target"}]))
+        return Behaviour.reply(f"({x}, {y})")
+
+
 def _received(req: RecordedRequest) -> tuple[int, int]:
     """The size of the last image of the request: the current screen."""
     images = req.images()
@@ -551,8 +637,9 @@ class StandInPolicy:
     name = "llm"
 
     def __init__(self, llm: LLMPolicy, oracle: OraclePolicy, board: Board, phone: SimPhone,
-                 coordinates: bool, task: Task | None = None) -> None:
+                 coordinates: bool, task: Task | None = None, *, boxes: bool = False) -> None:
         self.llm = llm
+        self.boxes = boxes or coordinates  # find the target's box (for the stand-in grounder)
         self.oracle = oracle
         self.task = task if task is not None else oracle.task
         self.board = board
@@ -581,7 +668,7 @@ class StandInPolicy:
             self._pending = (await self.oracle.decide(self._oracle_ctx(ctx))).operation or Stop()
         op = self._pending
         box = None
-        if self.coordinates and isinstance(op, ClickText | ClickIcon):
+        if self.boxes and isinstance(op, ClickText | ClickIcon):
             el = await anyio.to_thread.run_sync(resolve, self.phone, op)
             box = el.bbox if el is not None else None
         aimed = isinstance(op, ClickText | ClickIcon) or (
@@ -698,12 +785,33 @@ def family_summary(res: SuiteResult, model: StandInModel) -> dict[str, Any]:
 # ---- running ---------------------------------------------------------------------------------
 
 
+def grounder_overrides(url: str, family: str) -> list[str]:
+    """The config of a hybrid run: the grounder role at the stand-in grounder's server."""
+    return [f"llm.roles.grounder.base_url={url}",
+            f"llm.roles.grounder.model={GROUNDER_MODELS[family]}", "llm.family.grounder=auto",
+            "perception.text_grounding=hybrid", "perception.icon_grounding=hybrid"]
+
+
 async def run_family(family: str, args: argparse.Namespace, chosen: list[type[Task]],
-                     overrides: list[str]) -> tuple[dict[str, Any], SuiteResult]:
+                     overrides: list[str], grounding: str = "ocr",
+                     ) -> tuple[dict[str, Any], SuiteResult]:
+    """One family on the tasks and seeds; ``grounding = "hybrid"``: with the stand-in
+    grounder on a server of its own (a grounder served elsewhere), same seeds."""
+    from contextlib import ExitStack
+
     from models.llm import LLMClient
 
     model = StandInModel(family, noise=args.noise, timeout_s=args.llm_timeout_s)
-    with OpenAIServer(policy=model.answer, keep_requests=False) as srv:
+    hybrid = grounding == "hybrid"
+    grounder = StandInGrounder(model, args.grounder_family) if hybrid else None
+    label = f"{family}+{grounding}" if hybrid else family
+    with ExitStack() as servers:
+        srv = servers.enter_context(OpenAIServer(policy=model.answer, keep_requests=False))
+        extra: list[str] = []
+        if grounder is not None:
+            gsrv = servers.enter_context(OpenAIServer(policy=grounder.answer,
+                                                      keep_requests=False))
+            extra = grounder_overrides(gsrv.base_url, args.grounder_family)
         name = MODELS.get(family, MODELS["react"])
         cfg = load_host_config(args.config or default_config_path(), overrides=[
             f"llm.base_url={srv.base_url}", "llm.api_key=sk-bench-stand-in",
@@ -712,26 +820,29 @@ async def run_family(family: str, args: argparse.Namespace, chosen: list[type[Ta
             f"llm.models.chooser={name}", f"llm.family.chooser={family}",
             f"llm.models.reflector={name}", f"llm.family.reflector={family}",
             f"llm.timeout_s={args.llm_timeout_s}", "llm.requests_per_minute=100000",
-            *overrides])
+            *extra, *overrides])
         async with LLMClient(cfg.llm) as llm:
             coordinates = family in COORDINATE
 
             def make(task: Task, phone: SimPhone) -> Policy:
                 board = model.register(task, phone, phone.info.serial)
                 inner = LLMPolicy(llm, RoleSetup.from_settings(cfg.llm),
-                         keep_screenshots=cfg.agent.keep_screenshots,
+                                  keep_screenshots=cfg.agent.keep_screenshots,
                                   max_reasks=cfg.agent.max_reasks)
                 return StandInPolicy(inner, OraclePolicy(task, phone), board, phone, coordinates,
-                                     task)
+                                     task, boxes=hybrid)
 
             try:
                 res = await run_suite(chosen, args.seeds, devices=args.devices,
-                                      out_dir=args.out / family, cfg=cfg, make_policy=make,
-                                      planner=f"stand-in:{family}",
+                                      out_dir=args.out / label, cfg=cfg, make_policy=make,
+                                      planner=f"stand-in:{label}", llm=llm,
                                       on_episode=lambda ep: model.release(ep.serial))
             finally:
                 model.close()
-    return family_summary(res, model), res
+    summary = family_summary(res, model)
+    if grounder is not None:
+        summary["grounder_sent"] = dict(grounder.stats)
+    return summary, res
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -749,6 +860,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="also run the oracle planner on the same tasks and seeds (its SU)")
     p.add_argument("--llm-timeout-s", type=float, default=5.0,
                    help="llm.timeout_s for the run (a timeout answer waits past it)")
+    p.add_argument("--grounding", default="ocr",
+                   help="ocr, hybrid or ocr,hybrid: each family run once per mode on the same "
+                        "seeds; hybrid adds the stand-in grounder (perception.*_grounding)")
+    p.add_argument("--grounder-family", default="qwen3", choices=tuple(GROUNDER_MODELS),
+                   help="the stand-in grounder's format and coordinate space")
     p.add_argument("--config", help="agent config (default: $MOBAGENT_CONFIG or configs/default.toml)")
     p.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
                    help="override one config value (repeatable)")
@@ -756,14 +872,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _table(rows: dict[str, dict[str, Any]], oracle_su: float | None) -> str:
-    head = (f"{'family':10} {'SU':>5} {'dSU':>6} {'parse_f':>7} {'malf':>5} {'retries':>7} "
-            f"{'transient':>9} {'snapped':>7} {'img_tok':>8} {'v1_tok':>8} {'ratio':>6}")
+    head = (f"{'family':14} {'SU':>5} {'dSU':>6} {'parse_f':>7} {'malf':>5} {'retries':>7} "
+            f"{'transient':>9} {'snapped':>7} {'grndr':>5} {'img_tok':>8} {'v1_tok':>8} {'ratio':>6}")
     out = [head, "-" * len(head)]
-    for name, r in rows.items():
+    for name, r in rows.items():  # name: the family, "+hybrid" with the stand-in grounder
         d = "" if oracle_su is None else f"{r['SU'] - oracle_su:+.2f}"
-        out.append(f"{name:10} {r['SU']:5.2f} {d:>6} {r['parse_failures']:7d} "
+        out.append(f"{name:14} {r['SU']:5.2f} {d:>6} {r['parse_failures']:7d} "
                    f"{r['malformed_sent']:5d} {r['retries']:7d} "
                    f"{r['episodes_failed_by_transient_errors']:9d} {r['snapped']:7d} "
+                   f"{r['grounded'].get('grounder', 0):5d} "
                    f"{r['image_tokens_per_task']:8.0f} {r['v1_image_tokens_per_task']:8.0f} "
                    f"{(r['image_tokens_vs_v1'] or 0):6.3f}")
     return "\n".join(out)
@@ -780,6 +897,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not 0 <= args.noise <= 1 or not 1 <= args.devices <= 64 or args.llm_timeout_s <= 0:
         print("model_families: --noise is 0..1, --devices 1..64, --llm-timeout-s > 0",
               file=sys.stderr)
+        return 2
+    modes = [m.strip() for m in args.grounding.split(",") if m.strip()]
+    if not modes or set(modes) - {"ocr", "hybrid"}:
+        print("model_families: --grounding is ocr, hybrid or ocr,hybrid", file=sys.stderr)
         return 2
     wanted = {w.strip() for w in args.tasks.split(",") if w.strip()} or None
     chosen = [t for t in TASKS if t.tier in args.tiers
@@ -805,9 +926,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                   f"({res.wall_s:.0f} s)", file=sys.stderr, flush=True)
         rows: dict[str, dict[str, Any]] = {}
         for fam in families:
-            rows[fam], _ = await run_family(fam, args, chosen, list(args.set))
-            print(f"{fam}: SU {rows[fam]['SU']:.3f} ({rows[fam]['wall_s']:.0f} s)",
-                  file=sys.stderr, flush=True)
+            for mode in modes:
+                key = fam if mode == "ocr" else f"{fam}+{mode}"
+                rows[key], _ = await run_family(fam, args, chosen, list(args.set), mode)
+                print(f"{key}: SU {rows[key]['SU']:.3f} ({rows[key]['wall_s']:.0f} s)",
+                      file=sys.stderr, flush=True)
         return rows, oracle_su
 
     rows, oracle_su = anyio.run(everything)
@@ -815,7 +938,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     summary = {"families": rows, "oracle_SU": oracle_su, "noise": args.noise,
                "seeds": args.seeds, "tasks": [t.task_id() for t in chosen],
                "devices": args.devices, "stand_in": "benchmark-only: reads the reference "
-               "solution and the simulator's ground-truth boxes"}
+               "solution and the simulator's ground-truth boxes",
+               "grounding": modes}
+    if "hybrid" in modes:
+        summary["stand_in_grounder"] = {
+            "family": args.grounder_family, "assumed_not_measured": True,
+            "elsewhere": GROUNDER_ELSEWHERE, "none": GROUNDER_NONE,
+            "spread_of_half_side": GROUNDER_SPREAD}
     (args.out / "summary.json").write_text(json.dumps(summary, indent=1))
     print(json.dumps(summary))
     return 0

@@ -114,19 +114,22 @@ async def _run(cfg: AgentConfig, args: argparse.Namespace, text: str, task: Any,
                 await anyio.to_thread.run_sync(task.setup, phone)
             print(f"no --device: started a simulated phone, {serial}", file=sys.stderr)
 
+        # The grounder role (perception.*_grounding) needs the client even under the oracle.
+        llm = (await stack.enter_async_context(LLMClient(cfg.llm))
+               if args.planner != "oracle" or cfg.perception.grounder_needed() else None)
         if args.planner == "oracle":
             from host.oracle import OraclePolicy
 
             assert fleet is not None and task is not None
             policy: Policy = OraclePolicy(task, fleet.phone(serial))  # type: ignore[arg-type]
         else:
-            llm = await stack.enter_async_context(LLMClient(cfg.llm))
+            assert llm is not None
             policy = LLMPolicy(llm, RoleSetup.from_settings(cfg.llm),
                          keep_screenshots=cfg.agent.keep_screenshots,
                                max_reasks=cfg.agent.max_reasks)
 
         host = agent_host(cfg, lambda _s, _i: policy, source=FixedDevices([serial]),
-                          record_dir=out, progress=True)
+                          record_dir=out, progress=True, llm=llm)
         instr = Instruction(id=uuid.uuid4().hex[:12], text=text,
                             task=task.task_id() if task is not None else None, device=serial)
         async with anyio.create_task_group() as tg:

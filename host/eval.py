@@ -35,11 +35,12 @@ import msgspec
 
 from actors.config import AgentConfig
 from actors.episode import EpisodeOutcome
-from actors.perception import PerceptionEngine
+from actors.perception import PerceptionEngine, engine_for
 from actors.planner import Choice, Completion, Decision, Policy, StepContext
 from devices.discovery import FixedDevices
 from host.fleet import FleetHost
 from host.runner import AgentHostConfig, agent_host
+from models.llm.messages import ChatModel
 from protocol.messages import Instruction
 from protocol.operations import Operation
 from recording.reader import read_events
@@ -171,15 +172,17 @@ async def run_suite(
     step_lines: bool = False, on_episode: Callable[[Episode], None] | None = None,
     report: bool = False, planner: str = "oracle",
     device_profiles: Sequence[str] = ("sim",), states: Sequence[DeviceState] = (),
+    llm: ChatModel | None = None,
 ) -> SuiteResult:
     """Every (task, seed) through the real agent on ``devices`` simulated phones at once;
-    ``device_profiles`` and ``states`` are handed to the phones in turn (a mixed fleet)."""
+    ``device_profiles`` and ``states`` are handed to the phones in turn (a mixed fleet);
+    ``llm`` serves the grounder role when ``perception.*_grounding`` asks for it."""
     cfg = cfg or AgentHostConfig()
     if not cfg.bus.url:  # an embedded broker on a free port: never collide with a running one
         cfg = msgspec.structs.replace(cfg, broker=msgspec.structs.replace(cfg.broker, port=0))
     await anyio.Path(out_dir).mkdir(parents=True, exist_ok=True)
     episodes: list[Episode] = []
-    perception = (PerceptionEngine(settings=cfg.perception, workers=cfg.agent.perception_workers)
+    perception = (engine_for(cfg, llm)
                   if cfg.agent.perception == "local" else None)  # remote: workers serve it
     t0 = time.perf_counter()
     for seed in dict.fromkeys(seeds):

@@ -25,8 +25,9 @@ import structlog
 from anyio.abc import TaskStatus
 
 from actors.config import AgentConfig
-from actors.perception import PerceptionEngine
+from actors.perception import PerceptionEngine, engine_for
 from actors.perception_remote import DEFAULT_GROUP, PerceptionWorker
+from models.llm import LLMClient, LLMConfigError
 from protocol.messages import CODEC
 from runtime import topics
 from runtime.actor import run_actors
@@ -50,8 +51,7 @@ async def perceive(cfg: AgentConfig, *, group: str = DEFAULT_GROUP, concurrency:
                    task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
     """Serve perception requests until cancelled; ``task_status.started`` once the
     subscriptions are acknowledged."""
-    engine = engine or PerceptionEngine(settings=cfg.perception,
-                                        workers=cfg.agent.perception_workers)
+    engine = engine or engine_for(cfg)
     async with worker_bus(cfg) as bus:
         worker = PerceptionWorker(bus, engine, group=group, concurrency=concurrency,
                                   cpu_threads=os.cpu_count() or 2)
@@ -70,8 +70,11 @@ def cmd_perceive(args: argparse.Namespace) -> int:
     cfg = prepare(args, AgentConfig)
     try:
         topics.check_name(args.group, "--group")
-        engine = PerceptionEngine(settings=cfg.perception, workers=cfg.agent.perception_workers)
-    except (topics.TopicError, ConfigError) as exc:
+        # A worker that grounds with a model (perception.*_grounding) calls the grounder
+        # role itself: the request carries the planner's thought.
+        llm = LLMClient(cfg.llm) if cfg.perception.grounder_needed() else None
+        engine = engine_for(cfg, llm)
+    except (topics.TopicError, ConfigError, LLMConfigError) as exc:
         print(f"mobagent perceive: {exc}", file=sys.stderr)
         return EXIT_USAGE
     return run_until_signalled(lambda: perceive(cfg, group=args.group,

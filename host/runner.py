@@ -22,7 +22,7 @@ import msgspec
 
 from actors.config import AgentConfig, episode_settings
 from actors.episode import DeviceAgent
-from actors.perception import PerceptionEngine
+from actors.perception import PerceptionEngine, engine_for
 from actors.perception_remote import RemoteTimes
 from actors.planner import Policy
 from actors.services import AgentServices
@@ -31,6 +31,7 @@ from devices.adb import AdbDevice
 from devices.discovery import DeviceSource
 from host.fleet import DeviceHandle, FleetConfig, FleetHost, RunEpisode
 from host.fleet_worker import agent_worker
+from models.llm.messages import ChatModel
 from protocol.messages import (
     ActionDone,
     EpisodeFinished,
@@ -93,18 +94,19 @@ def agent_host(
     progress: TextIO | bool = False,
     fleet_config: FleetConfig | None = None,
     tracing: Tracing | None = None,
+    llm: ChatModel | None = None,
 ) -> FleetHost:
     """A host running the agent on every phone of ``source`` (default: the adb server's).
 
     ``perception`` is shared by all phones of the host (one model set, a bounded pool;
     none with ``agent.perception = "remote"``: ``mobagent perceive`` workers serve it);
     ``progress`` prints a line per step (True: to stdout); ``tracing`` defaults to
-    ``cfg.telemetry``'s (off unless an OTLP endpoint is set), flushed when the host stops.
+    ``cfg.telemetry``'s (off unless an OTLP endpoint is set), flushed when the host stops;
+    ``llm`` serves the grounder role when ``perception.*_grounding`` asks for it.
     """
     remote = (RemoteTimes.of(cfg.perception.timeout_s, cfg.agent.perception_resend_s)
               if cfg.agent.perception == "remote" else None)
-    engine = None if remote is not None else perception or PerceptionEngine(
-        settings=cfg.perception, workers=cfg.agent.perception_workers)
+    engine = None if remote is not None else perception or engine_for(cfg, llm)
     traces = tracing or Tracing(cfg.telemetry)
 
     def work(bus: Bus) -> tuple[RunEpisode, Sequence[Actor]]:

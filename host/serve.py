@@ -73,7 +73,8 @@ async def serve_agents(
         log.info("agent_serve_starting", planner=cfg.llm.model_for("planner"),
                  llm=cfg.llm.base_url, serials=list(cfg.fleet.serials) or "all",
                  record_dir=str(record_dir) if record_dir else None)
-        await agent_host(cfg, policy_for, record_dir=record_dir).run(task_status=task_status)
+        await agent_host(cfg, policy_for, record_dir=record_dir, llm=llm).run(
+            task_status=task_status)
     return EXIT_OK
 
 

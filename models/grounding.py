@@ -104,6 +104,9 @@ class IconSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     matcher: Literal["auto", "material", "clip", "none"] = "auto"
 
 
+GroundingMode = Literal["ocr", "model", "hybrid"]
+
+
 class PerceptionSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     ocr: OcrSettings = msgspec.field(default_factory=OcrSettings)
     text: TextMatchSettings = msgspec.field(default_factory=TextMatchSettings)
@@ -117,6 +120,15 @@ class PerceptionSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unkno
     allow_cpu_fallback: bool = False
     cache_frames: int = 32
     timeout_s: float = 30.0
+    # Who grounds a named target: "ocr" (OCR lines / icon proposals and the matcher, no
+    # model), "model" (the llm.roles.grounder model alone) or "hybrid" (OCR and the matcher
+    # first; the grounder for an Ambiguous or NotFound answer, and for every icon; its point
+    # snaps to the OCR line or icon box it falls in; an exact OCR text match outranks it).
+    text_grounding: GroundingMode = "ocr"
+    icon_grounding: GroundingMode = "ocr"
+
+    def grounder_needed(self) -> bool:
+        return self.text_grounding != "ocr" or self.icon_grounding != "ocr"
 
 
 # -- text normalisation ----------------------------------------------------------------------
@@ -695,6 +707,55 @@ def snap_point(point: Point, ocr_boxes: Sequence[Rect], icon_boxes: Sequence[Rec
     return Snap(point, here, "model")
 
 
+def _innermost(boxes: Sequence[Rect], point: Point) -> Rect | None:
+    """The smallest of ``boxes`` holding ``point`` (nested proposals: the element itself)."""
+    inside = [b for b in boxes if _contains(b, point)]
+    return min(inside, key=lambda b: (b[2] - b[0]) * (b[3] - b[1])) if inside else None
+
+
+def grounder_result(point: Point, box: Rect | None = None,
+                    snap_to: Sequence[Rect] = ()) -> Grounded:
+    """The grounder's answer as ``Grounded`` (source ``grounder``): snapped to the centre of
+    the (innermost) OCR line or icon box of ``snap_to`` it falls in, else as given."""
+    inner = _innermost(snap_to, point)
+    if inner is not None:
+        return grounded(inner, "grounder")
+    return grounded(box or (point[0], point[1], point[0], point[1]), "grounder", point=point)
+
+
+def merge_grounder(first: GroundResult, point: Point | None, box: Rect | None,
+                   snap_to: Sequence[Rect], exact: Sequence[Rect] = ()) -> GroundResult:
+    """Hybrid grounding: ``first`` (OCR's or the matcher's answer) and the grounder's
+    ``point`` (None: it found nothing, or was not asked). With exact OCR text matches
+    (``exact``), a point on none of them loses: ``first`` stands, an ``Ambiguous`` saying
+    so in its reason (a ``Grounded`` exact match is kept as it is)."""
+    if point is None:
+        return first
+    if exact and _innermost(exact, point) is None:
+        if isinstance(first, Ambiguous):
+            why = (f"the grounding model pointed at ({point[0]}, {point[1]}), on none of the "
+                   "exact text matches: OCR's exact matches win. ")
+            return msgspec.structs.replace(first, reason=why + first.reason)
+        return first
+    return grounder_result(point, box, [*exact, *snap_to])
+
+
+def _rect(box: Box) -> Rect:
+    return (float(box.left), float(box.top), float(box.right), float(box.bottom))
+
+
+def icon_disagreement(first: GroundResult, placed: Grounded,
+                      rgb: np.ndarray | None) -> GroundResult:
+    """Hybrid icons: the grounder's answer ``placed``, unless the matcher was confident
+    (``first`` Grounded) about another place; then both, numbered for the chooser (the
+    grounder's first), since neither has the evidence to overrule the other."""
+    if not isinstance(first, Grounded) or _contains(_rect(first.box), placed.point):
+        return placed
+    return _ambiguous(rgb, [(_rect(placed.box), ""), (_rect(first.box), "")],
+                      "the grounding model (1) and the icon matcher (2) point at different "
+                      "places: pick the one that fits the description, or none")
+
+
 # -- the facade ------------------------------------------------------------------------------
 
 T = TypeVar("T")
@@ -855,6 +916,21 @@ class Perception:
         bgr = to_bgr(image)
         props = self._proposals_for(bgr, frame_id or frame_hash(bgr))
         return ground_icon_in(bgr, props, description, self.matcher, self.settings.icons, position)
+
+    def text_boxes(self, image: ImageInput, query: str, *, frame_id: str | None = None,
+                   device: str | None = None) -> tuple[list[Rect], list[Rect]]:
+        """The frame's OCR line boxes, and those of the lines matching ``query`` exactly
+        (what a grounder's point snaps to, and what outranks it)."""
+        bgr = to_bgr(image)
+        lines = self._read_text(bgr, frame_id or frame_hash(bgr), device).lines
+        matches, _ = match_text(lines, query, self.settings.text)
+        return [ln.box for ln in lines], [m.box for m in matches if m.method == "exact"]
+
+    def icon_boxes(self, image: ImageInput, *, frame_id: str | None = None) -> list[Rect]:
+        """The icon proposals an icon query chooses among (``icon_candidates``)."""
+        bgr = to_bgr(image)
+        props = self._proposals_for(bgr, frame_id or frame_hash(bgr))
+        return [p.box for p in icon_candidates(bgr, props, self.settings.icons)[0]]
 
     def ground_point(self, image: ImageInput, point: Point, *, radius: float,
                      frame_id: str | None = None, device: str | None = None) -> Grounded:

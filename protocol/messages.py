@@ -188,6 +188,8 @@ class GroundRequest(Msg, tag="ground_request", frozen=True):
     request_id: str = ""  # matched by the answer (Grounded | Ambiguous | NotFound)
     # For a point operation: snap to the one element this near (agent.snap_radius_px).
     snap_radius_px: int = 24
+    # The planner's thought this step: context for a grounding model (perception.*_grounding).
+    thought: str = ""
     # The frame itself, for a perception worker in another process (agent.perception =
     # "remote"); None: by reference, from the host's frame store.
     frame: Frame | None = None
@@ -214,8 +216,9 @@ class Grounded(Msg, tag="grounded", frozen=True):
     x: Coord
     y: Coord
     box: Box
-    # how: "exact", "word", "fuzzy", "icon" or "chooser" for a named target; for a model's
-    # point "ocr"/"icon" (inside one, kept), "snapped" (to the one element near) or "model"
+    # how: "exact", "word", "fuzzy", "icon" or "chooser" for a named target, "grounder" when
+    # the grounding model (llm.roles.grounder) placed it; for a planner's own point
+    # "ocr"/"icon" (inside one, kept), "snapped" (to the one element near) or "model"
     source: str = ""
     score: float = 1.0
     request_id: str = ""  # the request this answers ("" when none)

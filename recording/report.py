@@ -489,6 +489,10 @@ def _summary(run: Run) -> dict[str, Any]:
             "steps": sum(ep.n_steps for ep in eps),
             "tokens": sum(p + c for p, c, _ in tok), "calls": sum(n for _, _, n in tok),
             "cost": sum(ep.cost_usd for ep in eps),
+            # who placed each grounded target: exact/word/fuzzy (OCR), icon, chooser, grounder
+            "grounded_by": sorted(Counter(str(e.get("source") or "?") for ep in eps
+                                          for e in ep.events
+                                          if e.get("event") == "grounded").items()),
             "time": sum(durations),
             "mean": sum(durations) / len(durations) if durations else None}
 

@@ -12,7 +12,7 @@ comes from an injectable clock.
 from __future__ import annotations
 
 import time
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -26,6 +26,7 @@ from protocol.messages import (
     EpisodeStarted,
     Error,
     Frame,
+    Grounded,
     HostStatus,
     Instruction,
     LlmUsage,
@@ -165,6 +166,8 @@ class FleetState:
         self.steps = Window(MINUTE_S, clock)
         self.tokens = Window(MINUTE_S, clock)
         self.errors = Window(ERROR_WINDOW_S, clock)
+        # Grounded answers by source (exact, word, fuzzy, icon, chooser, grounder, ...)
+        self.grounded_by: Counter[str] = Counter()
 
     # ---- reading -----------------------------------------------------------------------
 
@@ -186,6 +189,7 @@ class FleetState:
             "phones": len(self.phones), "by_status": by_status, "running": running,
             "queued": len(self.queued), "steps_per_min": int(self.steps.total()),
             "tokens_per_min": int(self.tokens.total()), "errors_5min": int(self.errors.total()),
+            "grounded_by": dict(sorted(self.grounded_by.items())),
             "hosts": [self.hosts[h] for h in sorted(self.hosts)],
         }
 
@@ -290,6 +294,9 @@ class FleetState:
             changes.append(Change("header"))
         elif isinstance(msg, Frame):
             tile.frame_id = msg.frame_id
+        elif isinstance(msg, Grounded):
+            self.grounded_by[msg.source or "?"] += 1
+            changes.append(Change("header"))
         if msg.step and msg.episode_id == tile.episode_id:
             tile.step = max(tile.step, msg.step)
         changes += self._timeline(phone, topic, msg)

@@ -8,8 +8,8 @@ from typing import Any, Literal, Protocol
 
 import msgspec
 
-Role = Literal["planner", "chooser", "reflector"]
-ROLES: tuple[Role, ...] = ("planner", "chooser", "reflector")
+Role = Literal["planner", "chooser", "reflector", "grounder"]
+ROLES: tuple[Role, ...] = ("planner", "chooser", "reflector", "grounder")
 
 
 class ImageInput(msgspec.Struct, frozen=True):

@@ -43,6 +43,8 @@ class RoleModels(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     planner: str = "gpt-4o"
     chooser: str = "gpt-4o"
     reflector: str = "gpt-4o"
+    # perception.text_grounding / icon_grounding = "model" | "hybrid" ask it (models/llm/grounder.py)
+    grounder: str = "gpt-4o"
 
 
 class RoleFamilies(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -54,6 +56,9 @@ class RoleFamilies(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     planner: str = "react"
     chooser: str = "react"
     reflector: str = "react"
+    # The grounder's prompt and coordinates: a grounding family's own (uitars, qwen, holo,
+    # venus) or the generic point prompt in the family's convention; auto: from its model.
+    grounder: str = "auto"
 
 
 def _default_prices() -> dict[str, ModelPrice]:
@@ -97,6 +102,7 @@ class Roles(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     planner: RoleSettings = msgspec.field(default_factory=RoleSettings)
     chooser: RoleSettings = msgspec.field(default_factory=RoleSettings)
     reflector: RoleSettings = msgspec.field(default_factory=RoleSettings)
+    grounder: RoleSettings = msgspec.field(default_factory=RoleSettings)
 
 
 @dataclass(frozen=True)

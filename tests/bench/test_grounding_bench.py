@@ -98,3 +98,37 @@ def test_icons_only_reports_each_set(rico_dev: Any, tmp_path: Path) -> None:
     assert figures["absent_grounded"] + figures["absent_ambiguous"] + \
         figures["absent_not_found"] == figures["absent_queries"]
     assert 0 <= figures["position_keep_quadrant"] <= 1
+
+
+def test_the_grounder_flag_measures_a_served_model_on_a_tiny_set(tmp_path: Path) -> None:
+    """`--grounder URL --grounder-model NAME`: the loopback server stands for vLLM; the
+    text target is answered right, the icon wrong (0..1000, Qwen3-VL's convention)."""
+    import json
+
+    import cv2
+    import numpy as np
+
+    from bench.grounding import main
+    from bench.openai_loopback import Behaviour, OpenAIServer, RecordedRequest
+
+    screens = tmp_path / "set" / "screens"
+    screens.mkdir(parents=True)
+    cv2.imwrite(str(screens / "s1.png"), np.full((2000, 1000, 3), 250, np.uint8))
+    (screens / "s1.json").write_text(json.dumps({
+        "image": "s1.png", "width": 1000, "height": 2000,
+        "text_targets": [{"text": "OK", "bbox": [100, 100, 300, 200]}],
+        "icon_targets": [{"description": "search", "bbox": [800, 1800, 900, 1900]}]}))
+
+    def answer(req: RecordedRequest) -> Behaviour:
+        text = " ".join(req.texts())
+        return Behaviour.reply('{"point_2d": [200, 75]}' if '"OK"' in text else "(100, 100)")
+
+    out = tmp_path / "g.json"
+    with OpenAIServer(policy=answer) as srv:
+        assert main(["--data", str(tmp_path / "set"), "--grounder", srv.base_url,
+                     "--grounder-model", "Qwen3-VL-8B-Instruct", "--json", str(out)]) == 0
+        assert all(r.body and r.body["model"] == "Qwen3-VL-8B-Instruct" for r in srv.requests)
+    (got,) = json.loads(out.read_text())["grounder"]["sets"].values()
+    assert (got["text_accuracy"], got["n_text"], got["icon_accuracy"], got["n_icon"]) == (1, 1, 0, 1)
+    assert got["model"] == "qwen" and got["failed_calls"] == 0
+    assert main(["--data", str(tmp_path / "set"), "--grounder", "http://127.0.0.1:9/v1"]) == 2

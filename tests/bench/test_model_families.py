@@ -106,3 +106,54 @@ def test_the_completion_answer_is_the_tasks_own_check() -> None:
     run.run(ops[-1])
     assert task_state(task, phone)[0]
     assert not task_state(task, None)[0]  # a phone that cannot be read is not done
+
+
+def test_the_stand_in_grounder_answers_the_planned_targets_box_in_its_familys_format() -> None:
+    import random
+    from collections import Counter
+
+    from bench.model_families import (
+        Board,
+        Intent,
+        StandInGrounder,
+        StandInModel,
+    )
+    from bench.openai_loopback import RecordedRequest
+    from models.llm.families import get_family
+    from models.llm.grounder import grounder_messages, parse_grounder_reply
+    from protocol.operations import ClickIcon, ClickText
+
+    model = StandInModel("react", noise=0.0, timeout_s=1.0)
+    board = Board("react", "p1", "open the settings", (1000, 2000), random.Random(0))
+    board.intent = Intent("plan", op=ClickText("Wi-Fi"), box=(100, 400, 500, 500))
+    model._boards["p1"] = board
+    grounder = StandInGrounder(model, "qwen3")
+    fam = get_family("auto", "qwen3-vl-8b-instruct")
+    geom = fam.geometry(1000, 2000)
+
+    def ask(target: str) -> tuple[str, object]:
+        import base64
+        import io
+
+        from PIL import Image
+
+        buf = io.BytesIO()
+        Image.new("RGB", (1000, 2000)).save(buf, format="PNG")
+        msgs = grounder_messages(fam, geom, target, "", buf.getvalue())
+        url = "data:image/png;base64," + base64.b64encode(
+            msgs[0].content[0].data).decode()  # type: ignore[union-attr]
+        body = {"messages": [{"role": "user", "content": [
+            {"type": "image_url", "image_url": {"url": url}},
+            {"type": "text", "text": msgs[0].content[1]}]}]}
+        text = grounder.answer(RecordedRequest("/v1/chat/completions", {}, body, 0.0)).text or ""
+        return text, parse_grounder_reply(text, geom)
+
+    hits: Counter[str] = Counter()
+    for _ in range(200):
+        _, ans = ask('the element showing the text "Wi-Fi"')
+        inside = ans is not None and 100 <= ans.point[0] <= 500 and 400 <= ans.point[1] <= 500  # type: ignore[attr-defined]
+        hits["in" if inside else "out"] += 1
+    assert 0.8 <= hits["in"] / 200 <= 0.97  # the assumed ~90 %
+    assert grounder.stats["asked"] == 200 and grounder.stats["elsewhere"] > 0
+    board.intent = Intent("plan", op=ClickIcon("search"), box=None)  # not on the screen
+    assert ask("the icon: search")[0] == "NONE"

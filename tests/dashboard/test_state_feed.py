@@ -232,3 +232,15 @@ def test_controls_are_the_bus_messages_submit_and_the_control_topic_use() -> Non
     ("0.0.0.0", False), ("::", False), ("192.0.2.7", False), ("dash.example", False)])
 def test_only_loopback_goes_without_a_token(bind: str, loopback: bool) -> None:
     assert is_loopback(bind) is loopback
+
+
+def test_the_header_counts_grounded_targets_by_source() -> None:
+    from protocol.messages import Box, Grounded
+
+    state = FleetState()
+    started(state)
+    for source in ("exact", "grounder", "grounder"):
+        g = Grounded(frame_id="f", x=1, y=2, box=Box(0, 0, 4, 4), source=source,
+                     device="p1", episode_id="e1", step=1)
+        assert Change("header") in state.apply(ev("p1", g), g)
+    assert state.header()["grounded_by"] == {"exact": 1, "grounder": 2}

@@ -314,3 +314,13 @@ def test_watch_shows_the_cost_of_an_episode() -> None:
     old = msgspec.json.decode(b'{"kind": "episode_finished", "instruction_id": "i", '
                               b'"status": "succeeded"}', type=EpisodeFinished)
     assert old.cost_usd == 0.0  # older senders still decode
+
+
+def test_the_summary_counts_grounded_targets_by_source(tmp_path: Path) -> None:
+    from recording.report import _summary
+
+    run, _, _ = _run(tmp_path)
+    loaded = load_run(run)
+    by = dict(_summary(loaded)["grounded_by"])
+    assert by and sum(by.values()) == sum(e.get("event") == "grounded" for ep in loaded.episodes for e in ep.events)
+    assert "Grounded by</dt><dd>ocr" in render_report(run).read_text()

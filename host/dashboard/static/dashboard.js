@@ -122,6 +122,8 @@
     $("n-steps").textContent = h.steps_per_min;
     $("n-tokens").textContent = h.tokens_per_min;
     $("n-errors").textContent = h.errors_5min;
+    const by = Object.entries(h.grounded_by || {});
+    $("n-grounded").textContent = by.length ? by.map(([s, n]) => `${s} ${n}`).join(" · ") : "–";
     const hosts = $("hosts");
     hosts.replaceChildren(...h.hosts.map((x) => {
       const e = el("span", `host ${x.state}`, `${x.host}: ${x.state}`);

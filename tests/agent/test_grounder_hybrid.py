@@ -1,0 +1,192 @@
+"""perception.text_grounding / icon_grounding: the grounder role served elsewhere (the
+loopback OpenAI server standing for vLLM on a GPU host), through the real LLMClient, with
+OCR lines and icon proposals given (no model loads)."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+
+import msgspec
+import numpy as np
+import pytest
+
+from actors.capture import Captured
+from actors.perception import PerceptionEngine
+from devices.codecs import encode_png
+from models.detector import Proposal
+from models.grounding import IconSettings, Perception, PerceptionSettings
+from models.icons import IconScores
+from models.llm import LLMClient, LLMSettings
+from models.llm.grounder import ModelGrounder
+from models.ocr import OcrLine, OcrResult
+from protocol.messages import Ambiguous, Frame, Grounded, GroundRequest, NotFound
+from protocol.operations import ClickIcon, ClickText
+from runtime.config import ConfigError
+from tests.fixtures.openai_server import Behaviour, OpenAIServer
+
+pytestmark = pytest.mark.anyio
+
+W, H = 1000, 2000  # Qwen3-VL answers 0..1000: x is pixels, y is half
+
+
+class FixedOcr:
+    def __init__(self, lines: Sequence[tuple[str, tuple[float, float, float, float]]]) -> None:
+        self.lines = tuple(OcrLine(t, 0.99, b, ((b[0], b[1]), (b[2], b[1]), (b[2], b[3]), (b[0], b[3])))
+                           for t, b in lines)
+
+    def run_bgr(self, bgr: np.ndarray) -> OcrResult:
+        return OcrResult(W, H, self.lines)
+
+
+class FixedDetector:
+    def __init__(self, boxes: Sequence[tuple[float, float, float, float]]) -> None:
+        self.boxes = boxes
+
+    def detect(self, bgr: np.ndarray) -> list[Proposal]:
+        return [Proposal(b, 0.9) for b in self.boxes]
+
+
+LINES = [("Send message", (100, 400, 500, 460)), ("Send later", (100, 800, 400, 860)),
+         ("Settings", (100, 1200, 400, 1260)), ("Settings", (600, 1200, 900, 1260)),
+         ("Display", (100, 1600, 400, 1660))]
+ICONS = [(800, 300, 900, 400), (100, 1800, 200, 1900)]
+
+
+def captured() -> Captured:
+    rgb = np.full((H, W, 3), 255, np.uint8)
+    png = encode_png(rgb)
+    frame = Frame(frame_id="f1", sha256=hashlib.sha256(png).hexdigest(), width=W, height=H,
+                  format="png", data=png)
+    return Captured(frame, rgb, 0.0, 0.0)
+
+
+def settings(url: str) -> LLMSettings:
+    return msgspec.convert({
+        "base_url": "http://127.0.0.1:9/v1", "api_key": "k", "max_retries": 0,
+        "family": {"grounder": "auto"},
+        "roles": {"grounder": {"base_url": url, "model": "Qwen3-VL-8B-Instruct"}}}, LLMSettings)
+
+
+def engine(llm: LLMClient, text: str = "hybrid", icon: str = "hybrid") -> PerceptionEngine:
+    ps = PerceptionSettings(text_grounding=text, icon_grounding=icon,  # type: ignore[arg-type]
+                            icons=IconSettings(matcher="none"))
+    p = Perception(ps, ocr=FixedOcr(LINES), detector=FixedDetector(ICONS))  # type: ignore[arg-type]
+    return PerceptionEngine(p, grounder=ModelGrounder.from_settings(llm, llm.settings))
+
+
+def ask(op: ClickText | ClickIcon, thought: str = "") -> GroundRequest:
+    return GroundRequest(frame_id="f1", operation=op, device="p1", thought=thought)
+
+
+async def test_an_ambiguous_text_is_resolved_by_the_grounder_and_snapped(
+    openai_server: OpenAIServer,
+) -> None:
+    # "Send" is a word of two lines: Ambiguous for OCR; the grounder points inside
+    # "Send later", off its centre: the answer is that line's centre.
+    openai_server.script('[{"point_2d": [120, 410], "label": "Send later"}]')
+    async with LLMClient(settings(openai_server.base_url)) as llm:
+        eng = engine(llm)
+        got = await eng.ground(ask(ClickText("Send"), "Send it later"), captured())
+    assert isinstance(got, Grounded) and got.source == "grounder"
+    assert (got.x, got.y) == (250, 830) and got.frame_id == "f1"
+    (req,) = openai_server.requests
+    assert req.body is not None and req.body["model"] == "Qwen3-VL-8B-Instruct"
+    assert any("point_2d" in t and "Send later" not in t for t in req.texts())
+    assert any("Send it later" in t for t in req.texts()) and len(req.images()) == 1
+
+
+async def test_ocrs_exact_match_wins_over_a_grounder_pointing_elsewhere(
+    openai_server: OpenAIServer,
+) -> None:
+    # Two lines read "Settings" exactly; the grounder points at "Display": OCR wins, the
+    # Ambiguous answer stands for the chooser, and its reason says so.
+    openai_server.script('{"point_2d": [250, 815]}', '{"point_2d": [700, 615]}')
+    async with LLMClient(settings(openai_server.base_url)) as llm:
+        eng = engine(llm)
+        lost = await eng.ground(ask(ClickText("Settings")), captured())
+        won = await eng.ground(ask(ClickText("Settings")), captured())
+    assert isinstance(lost, Ambiguous) and len(lost.candidates) == 2
+    assert "OCR's exact matches win" in lost.reason and eng.grounder_overruled == 1
+    assert isinstance(won, Grounded) and won.source == "grounder" and (won.x, won.y) == (750, 1230)
+
+
+async def test_an_icon_always_asks_the_grounder_and_snaps_to_the_icon_box(
+    openai_server: OpenAIServer,
+) -> None:
+    openai_server.script("(820, 155)")  # inside the first icon, near its corner
+    async with LLMClient(settings(openai_server.base_url)) as llm:
+        got = await engine(llm).ground(ask(ClickIcon("search", "top")), captured())
+    assert isinstance(got, Grounded) and got.source == "grounder" and (got.x, got.y) == (850, 350)
+    assert any("the icon: search (in the top" in t for t in openai_server.requests[0].texts())
+
+
+class SureOfTheLast:
+    """A matcher confident that the last box is the icon."""
+
+    def judge(self, bgr: np.ndarray, boxes: Sequence[tuple[float, float, float, float]],
+              description: str) -> IconScores:
+        return IconScores([0.95 if i == len(boxes) - 1 else 0.1 for i in range(len(boxes))])
+
+
+async def test_a_confident_matcher_elsewhere_puts_both_icons_before_the_chooser(
+    openai_server: OpenAIServer,
+) -> None:
+    openai_server.script("(850, 175)", "(150, 925)")  # the first icon; then the matcher's
+    async with LLMClient(settings(openai_server.base_url)) as llm:
+        eng = engine(llm)
+        eng.perception = Perception(eng.perception.settings, ocr=FixedOcr(LINES),
+                                    detector=FixedDetector(ICONS), matcher=SureOfTheLast())
+        disputed = await eng.ground(ask(ClickIcon("share")), captured())
+        agreed = await eng.ground(ask(ClickIcon("share")), captured())
+    assert isinstance(disputed, Ambiguous) and eng.grounder_disputed == 1
+    assert [c.box.center for c in disputed.candidates] == [(850, 350), (150, 1850)]
+    assert "icon matcher" in disputed.reason and disputed.marked_image
+    assert isinstance(agreed, Grounded) and agreed.source == "grounder"
+    assert agreed.point == (150, 1850)
+
+
+async def test_a_confident_ocr_text_match_needs_no_grounder(openai_server: OpenAIServer) -> None:
+    async with LLMClient(settings(openai_server.base_url)) as llm:
+        got = await engine(llm).ground(ask(ClickText("Display")), captured())
+    assert isinstance(got, Grounded) and got.source == "exact" and not openai_server.requests
+
+
+async def test_a_failing_grounder_leaves_ocrs_answer(openai_server: OpenAIServer) -> None:
+    openai_server.script(Behaviour.error(400, "bad model"))
+    async with LLMClient(settings(openai_server.base_url)) as llm:
+        eng = engine(llm)
+        got = await eng.ground(ask(ClickText("Send")), captured())
+    assert isinstance(got, Ambiguous) and eng.grounder_failed == 1
+
+
+async def test_model_mode_is_the_grounder_alone(openai_server: OpenAIServer) -> None:
+    openai_server.script("(333, 444)", "NONE")
+    async with LLMClient(settings(openai_server.base_url)) as llm:
+        eng = engine(llm, text="model", icon="model")
+        at = await eng.ground(ask(ClickText("Settings")), captured())
+        none = await eng.ground(ask(ClickIcon("share")), captured())
+    assert isinstance(at, Grounded) and (at.x, at.y) == (333, 888) and at.source == "grounder"
+    assert isinstance(none, NotFound)
+
+
+def test_a_grounding_mode_without_a_grounder_is_a_config_error() -> None:
+    with pytest.raises(ConfigError, match="llm.roles.grounder"):
+        PerceptionEngine(settings=PerceptionSettings(text_grounding="hybrid"))
+
+
+def test_a_hosts_engine_gets_the_grounder_role_from_its_llm_client() -> None:
+    from actors.config import AgentConfig
+    from actors.perception import engine_for
+
+    cfg = msgspec.convert({"perception": {"text_grounding": "hybrid"},
+                           "llm": {"api_key": "k", "roles": {"grounder": {
+                               "base_url": "http://gpu-host:8000/v1", "model": "UI-TARS-1.5-7B"}}}},
+                          AgentConfig)
+    assert engine_for(AgentConfig()).grounder is None  # ocr: today's behaviour, no model
+    with pytest.raises(ConfigError):
+        engine_for(cfg)
+    llm = LLMClient(cfg.llm)
+    eng = engine_for(cfg, llm)
+    assert isinstance(eng.grounder, ModelGrounder) and eng.grounder.family.name == "uitars"
+    assert llm.role_config("grounder").endpoint == "gpu-host:8000"
