@@ -40,6 +40,7 @@ from models.llm import (
     LLMReply,
     spending_cap,
 )
+from models.llm.messages import ROLES
 from models.llm.prompts.planner import (
     incomplete_feedback,
     judge_feedback,
@@ -67,6 +68,7 @@ from protocol.messages import (
     Grounded,
     GroundRequest,
     Instruction,
+    LlmCall,
     LlmUsage,
     Msg,
     NoteKept,
@@ -127,7 +129,17 @@ class EpisodeOutcome:
 
 # The purpose a call's LlmUsage names when only its role is known (a call answered in a
 # step that the cost cap ended before the step published it).
-_PURPOSE_OF_ROLE = {"planner": "plan", "chooser": "choose", "reflector": "reflect"}
+_PURPOSE_OF_ROLE = {"planner": "plan", "chooser": "choose", "reflector": "reflect",
+                    "grounder": "ground"}
+
+
+def grounder_reply(call: LlmCall) -> LLMReply:
+    """A grounder call perception made (``LlmCall``) as the episode accounts it."""
+    role = call.role if call.role in ROLES else "grounder"
+    return LLMReply(text="", role=role, model=call.model,
+                    prompt_tokens=call.prompt_tokens, completion_tokens=call.completion_tokens,
+                    cost_usd=call.cost_usd, cached_tokens=call.cached_tokens,
+                    latency_s=call.latency_s, queued_s=0.0, attempts=call.attempts)
 
 
 class _Finish(MobagentError):
@@ -591,9 +603,13 @@ class _Episode:
         svc = self.agent.services
         req = self.request(GroundRequest(  # a worker elsewhere gets the frame with it
             frame_id=before.frame_id, operation=op, snap_radius_px=self.settings.snap_radius_px,
-            thought=ctx.thought[:2000], frame=before if svc.remote_perception else None))
+            thought=ctx.thought[:2000], frame=before if svc.remote_perception else None,
+            max_cost_usd=self.cap.max_usd if self.cap else 0.0,
+            cost_usd=max(self.cost_usd, self.cap.spent_usd) if self.cap else 0.0))
         ans = await self.agent.call(req, (Grounded, Ambiguous, NotFound), self.t_ground,
                                     resend_after_s=svc.ground_resend_s)
+        assert isinstance(ans, Grounded | Ambiguous | NotFound)
+        await self.grounder_usage(ans)
         if isinstance(ans, Grounded):
             return ans.x, ans.y
         if isinstance(ans, Ambiguous):
@@ -816,10 +832,23 @@ class _Episode:
                 await self.send(LlmUsage(model=r.model, prompt_tokens=r.prompt_tokens,
                                          completion_tokens=r.completion_tokens,
                                          latency_s=r.latency_s, purpose=purpose,
-                                         cost_usd=cost, cached_tokens=r.cached_tokens))
+                                         cost_usd=cost, cached_tokens=r.cached_tokens,
+                                         role=r.role))
         if check_cap:
             self.check_cost_cap()
         return total
+
+    async def grounder_usage(self, ans: Grounded | Ambiguous | NotFound) -> None:
+        """The grounder calls perception made for this step's request, counted like the
+        episode's own: published (purpose ``ground``), charged to the cap; the episode ends
+        past ``agent.max_cost_usd`` or when the cap refused a grounder call."""
+        replies = tuple(grounder_reply(c) for c in ans.llm_calls)
+        if self.cap is not None:
+            self.cap.spent_usd += sum(r.cost_usd or 0.0 for r in replies)
+        await self.usage(replies, "ground", check_cap=False)
+        if ans.cost_capped:
+            raise _Finish("failed", ans.cost_capped)
+        self.check_cost_cap()
 
     def check_cost_cap(self) -> None:
         cap = self.settings.max_cost_usd

@@ -16,6 +16,7 @@ read is left to the grounding that needs it.
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections import deque
@@ -41,9 +42,10 @@ from models.grounding import (
     merge_grounder,
     pixel_box,
 )
-from models.llm.errors import LLMError, LLMTimeout
+from models.llm.budget import CostCap, spending_cap
+from models.llm.errors import LLMCostCapReached, LLMError, LLMTimeout
 from models.llm.grounder import GrounderAnswer, ModelGrounder
-from models.llm.messages import ChatModel
+from models.llm.messages import ChatModel, LLMReply
 from models.providers import ProviderError
 from protocol.messages import (
     Ambiguous,
@@ -51,6 +53,7 @@ from protocol.messages import (
     Grounded,
     GroundRequest,
     GroundResult,
+    LlmCall,
     Msg,
     NotFound,
     Plan,
@@ -103,6 +106,22 @@ def grounder_target(op: Operation) -> str:
         where = f" (in the {op.position} of the screen)" if op.position != "center" else ""
         return f"the icon: {op.description}{where}"
     return f'the element showing the text "{getattr(op, "text", "")}"'
+
+
+def llm_call(reply: LLMReply) -> LlmCall:
+    """What a grounding answer tells its asker of one answered call (``LlmCall``)."""
+    return LlmCall(model=reply.model, role=reply.role, prompt_tokens=reply.prompt_tokens,
+                   completion_tokens=reply.completion_tokens,
+                   cached_tokens=reply.cached_tokens, latency_s=reply.latency_s,
+                   cost_usd=reply.cost_usd, attempts=reply.attempts)
+
+
+def request_cap(req: GroundRequest) -> CostCap:
+    """The cost cap the request's grounder calls run under: the episode's, at what it has
+    spent (none: an unbounded one, which still collects the answered calls)."""
+    if req.max_cost_usd > 0:
+        return CostCap(req.max_cost_usd, req.cost_usd)
+    return CostCap(math.inf)
 
 
 def serve_timeout_for(timeout_s: float) -> float:
@@ -241,19 +260,18 @@ class PerceptionEngine:
         return True
 
     async def ground(self, req: GroundRequest, captured: Captured) -> GroundResult:
-        """The answer to ``req`` on ``captured`` (which must be the frame it names)."""
+        """The answer to ``req`` on ``captured`` (which must be the frame it names), with
+        the grounder calls it made (``llm_calls``), under the request's cost cap: a call it
+        refuses ends the grounding as ``NotFound`` with ``cost_capped`` saying why."""
         op = req.operation
         t0 = time.perf_counter()
-        mode = grounding_mode(op, self.perception.settings)
-        if needs_text(op) and mode != "model":
-            await self._own_frame_read(captured.frame.sha256)
-        if mode == "model":
-            result = await self._model_only(op, captured, req.thought)
-        else:
-            async with self.pool.slot(urgent=True):
-                result = await self._ground(op, captured, req.device, req.snap_radius_px)
-            if mode == "hybrid" and (isinstance(op, ClickIcon) or not isinstance(result, Grounded)):
-                result = await self._hybrid(op, captured, req, result)
+        cap, capped = request_cap(req), ""
+        with spending_cap(cap):
+            try:
+                result = await self._answer(req, captured)
+            except LLMCostCapReached as exc:
+                capped = str(exc)
+                result = NotFound(frame_id="", query=grounder_target(op))
         took = time.perf_counter() - t0
         self.meter.add_ground(took)
         log.debug("grounded", op=type(op).__name__, s=round(took, 3))
@@ -261,7 +279,22 @@ class PerceptionEngine:
             result = msgspec.structs.replace(result, reason=result.reason[:500])
         return msgspec.structs.replace(result, frame_id=captured.frame_id, device=req.device,
                                        episode_id=req.episode_id, step=req.step,
-                                       correlation_id=req.correlation_id)
+                                       correlation_id=req.correlation_id,
+                                       llm_calls=tuple(llm_call(r) for r in cap.answered),
+                                       cost_capped=capped)
+
+    async def _answer(self, req: GroundRequest, captured: Captured) -> GroundResult:
+        op = req.operation
+        mode = grounding_mode(op, self.perception.settings)
+        if needs_text(op) and mode != "model":
+            await self._own_frame_read(captured.frame.sha256)
+        if mode == "model":
+            return await self._model_only(op, captured, req.thought)
+        async with self.pool.slot(urgent=True):
+            result = await self._ground(op, captured, req.device, req.snap_radius_px)
+        if mode == "hybrid" and (isinstance(op, ClickIcon) or not isinstance(result, Grounded)):
+            result = await self._hybrid(op, captured, req, result)
+        return result
 
     async def _ground(self, op: Operation, captured: Captured, device: str,
                       radius: float = 24) -> GroundResult:
@@ -310,6 +343,8 @@ class PerceptionEngine:
         confident icon match elsewhere makes both candidates for the chooser."""
         try:
             answer = await self._locate(op, captured, req.thought)
+        except LLMCostCapReached:
+            raise  # the episode's cap: it ends the episode, OCR's answer does not stand
         except LLMError as exc:
             self.grounder_failed += 1
             log.warning("grounder_failed", device=req.device, error=f"{type(exc).__name__}: {exc}")

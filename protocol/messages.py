@@ -57,6 +57,20 @@ class Box(msgspec.Struct, frozen=True, array_like=True):
 
 ImageFormat = Literal["png", "jpeg", "webp"]
 
+
+class LlmCall(msgspec.Struct, frozen=True, kw_only=True):
+    """One LLM call a host service made for a request (the grounder's, in a grounding
+    answer): what the asker publishes as ``LlmUsage`` and counts in its episode's cost."""
+
+    model: str
+    role: str = ""
+    prompt_tokens: Annotated[int, msgspec.Meta(ge=0)] = 0
+    completion_tokens: Annotated[int, msgspec.Meta(ge=0)] = 0
+    cached_tokens: Annotated[int, msgspec.Meta(ge=0)] = 0
+    latency_s: float = 0.0
+    cost_usd: float | None = None  # None when the model has no price
+    attempts: int = 1
+
 # ---- requests: the planner asks a host service, the answer is a step event ----------
 #
 # A request goes on ``devices/{serial}/requests/{kind}``; its ``request_id`` comes back in
@@ -193,6 +207,10 @@ class GroundRequest(Msg, tag="ground_request", frozen=True):
     # The frame itself, for a perception worker in another process (agent.perception =
     # "remote"); None: by reference, from the host's frame store.
     frame: Frame | None = None
+    # The episode's cost cap (agent.max_cost_usd; 0: none) and what its LLM calls cost so
+    # far: a grounder call that could pass the cap at its worst cost is not sent.
+    max_cost_usd: Annotated[float, msgspec.Meta(ge=0)] = 0.0
+    cost_usd: Annotated[float, msgspec.Meta(ge=0)] = 0.0
 
 
 class ReadTextRequest(Msg, tag="read_text_request", frozen=True):
@@ -222,6 +240,10 @@ class Grounded(Msg, tag="grounded", frozen=True):
     source: str = ""
     score: float = 1.0
     request_id: str = ""  # the request this answers ("" when none)
+    # The grounder calls made for the request (published by the planner as LlmUsage), and,
+    # when the request's cost cap refused one, why ("": none refused).
+    llm_calls: tuple[LlmCall, ...] = ()
+    cost_capped: str = ""
 
     @property
     def point(self) -> tuple[int, int]:
@@ -247,6 +269,10 @@ class Ambiguous(Msg, tag="ambiguous", frozen=True):
     image_format: ImageFormat = "png"
     request_id: str = ""  # the request this answers ("" when none)
     reason: str = ""  # why perception could not pick one (shown to the chooser)
+    # The grounder calls made for the request (published by the planner as LlmUsage), and,
+    # when the request's cost cap refused one, why ("": none refused).
+    llm_calls: tuple[LlmCall, ...] = ()
+    cost_capped: str = ""
 
 
 class NotFound(Msg, tag="not_found", frozen=True):
@@ -254,6 +280,10 @@ class NotFound(Msg, tag="not_found", frozen=True):
     query: str
     closest: list[str] = []
     request_id: str = ""  # the request this answers ("" when none)
+    # The grounder calls made for the request (published by the planner as LlmUsage), and,
+    # when the request's cost cap refused one, why ("": none refused).
+    llm_calls: tuple[LlmCall, ...] = ()
+    cost_capped: str = ""
 
 
 # What grounding answers (models/grounding.py makes them, perception sends them).
@@ -354,6 +384,7 @@ class LlmUsage(Msg, tag="llm_usage", frozen=True):
     purpose: str = ""  # "plan", "choose", "reflect", ...
     cost_usd: Annotated[float, msgspec.Meta(ge=0)] = 0.0  # 0 also when the model has no price
     cached_tokens: Annotated[int, msgspec.Meta(ge=0)] = 0  # of prompt_tokens, from a prompt cache
+    role: str = ""  # the llm.roles entry that answered ("planner", "grounder", ...)
 
 
 class StepTiming(Msg, tag="step_timing", frozen=True):
@@ -390,7 +421,7 @@ __all__ = [
     "Chosen", "Codec", "Coord", "DecodeError", "DeviceStatus", "EpisodeFinished",
     "EpisodeStarted", "EpisodeStatus", "Error", "Frame", "FrameRequest", "GivenOutcome",
     "GivenVerdict", "GroundRequest", "GroundResult", "Grounded", "HostStatus", "ImageFormat",
-    "Instruction", "LlmUsage", "Message", "Msg", "NonEmpty", "NoteKept", "NotFound", "Plan",
+    "Instruction", "LlmCall", "LlmUsage", "Message", "Msg", "NonEmpty", "NoteKept", "NotFound", "Plan",
     "Progress", "Question", "ReadTextRequest", "ReflectRequest", "Reflection", "Rejected",
     "Steer", "StepTiming", "TextRead", "Verdict", "decode", "decode_for", "decode_payload",
     "encode", "is_binary", "is_rejection", "kind_of",
