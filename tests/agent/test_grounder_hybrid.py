@@ -190,3 +190,73 @@ def test_a_hosts_engine_gets_the_grounder_role_from_its_llm_client() -> None:
     eng = engine_for(cfg, llm)
     assert isinstance(eng.grounder, ModelGrounder) and eng.grounder.family.name == "uitars"
     assert llm.role_config("grounder").endpoint == "gpu-host:8000"
+
+
+# -- what the grounder's calls cost: carried back to the planner, under its cap ---------------
+
+
+def priced(url: str, **grounder: object) -> LLMSettings:
+    raw = msgspec.to_builtins(settings(url))
+    raw["prices"] = {"Qwen3-VL-8B-Instruct": {"prompt_per_mtok": 10.0, "completion_per_mtok": 20.0}}
+    raw["roles"]["grounder"].update(grounder)
+    return msgspec.convert(raw, LLMSettings)
+
+
+async def test_the_answer_carries_each_grounder_call_and_its_cost(
+    openai_server: OpenAIServer,
+) -> None:
+    openai_server.script(
+        Behaviour.reply("(333, 444)", prompt_tokens=1000, completion_tokens=10, cached_tokens=5),
+        Behaviour.reply("NONE", prompt_tokens=900, completion_tokens=2),
+        Behaviour.reply('[{"point_2d": [120, 410]}]', prompt_tokens=800, completion_tokens=20))
+    async with LLMClient(priced(openai_server.base_url)) as llm:
+        eng = engine(llm, text="model", icon="model")
+        at = await eng.ground(ask(ClickText("Settings")), captured())
+        none = await eng.ground(ask(ClickIcon("share")), captured())
+        hybrid = await engine(llm).ground(ask(ClickText("Send")), captured())
+    (call,) = at.llm_calls
+    assert (call.model, call.role, call.prompt_tokens, call.completion_tokens,
+            call.cached_tokens, call.attempts) == ("Qwen3-VL-8B-Instruct", "grounder", 1000, 10, 5, 1)
+    assert call.cost_usd == pytest.approx((1000 * 10.0 + 10 * 20.0) / 1e6) and call.latency_s > 0
+    assert isinstance(none, NotFound) and [c.prompt_tokens for c in none.llm_calls] == [900]
+    assert isinstance(hybrid, Grounded) and [c.prompt_tokens for c in hybrid.llm_calls] == [800]
+    assert not at.cost_capped and not none.cost_capped
+    # and it crosses the wire (a remote perception worker's answer)
+    assert msgspec.json.decode(msgspec.json.encode(at), type=Grounded).llm_calls == at.llm_calls
+
+
+async def test_no_grounder_call_no_calls_in_the_answer(openai_server: OpenAIServer) -> None:
+    openai_server.script(Behaviour.error(400, "bad model"))
+    async with LLMClient(priced(openai_server.base_url)) as llm:
+        exact = await engine(llm).ground(ask(ClickText("Display")), captured())
+        failed = await engine(llm).ground(ask(ClickText("Send")), captured())
+    assert exact.llm_calls == () and failed.llm_calls == ()  # a failed call answered nothing
+    assert isinstance(failed, Ambiguous) and not failed.cost_capped
+
+
+@pytest.mark.parametrize("mode", ["model", "hybrid"])
+async def test_a_call_the_requests_cap_cannot_pay_for_is_not_made(
+    openai_server: OpenAIServer, mode: str,
+) -> None:
+    # The worst cost: the frame's ~1k prompt tokens at $10/M plus 1000 output tokens at
+    # $20/M, over $0.02; $0.09 of the $0.10 cap is spent.
+    openai_server.script("(333, 444)")
+    req = msgspec.structs.replace(ask(ClickIcon("share")), max_cost_usd=0.1, cost_usd=0.09)
+    async with LLMClient(priced(openai_server.base_url, max_tokens=1000)) as llm:
+        eng = engine(llm, text=mode, icon=mode)
+        got = await eng.ground(req, captured())
+        assert isinstance(got, NotFound) and got.llm_calls == ()
+        assert got.cost_capped.startswith("cost cap of $0.1 would be passed: the next grounder")
+        assert not openai_server.requests and eng.grounder_failed == 0
+        # with room left the same call is made
+        roomy = msgspec.structs.replace(req, cost_usd=0.01)
+        made = await eng.ground(roomy, captured())
+    assert len(openai_server.requests) == 1 and len(made.llm_calls) == 1 and not made.cost_capped
+
+
+def test_an_answer_from_before_the_cost_fields_still_decodes() -> None:
+    old = b'{"kind":"grounded","frame_id":"f1","x":1,"y":2,"box":[0,0,4,4]}'
+    got = msgspec.json.decode(old, type=Grounded)
+    assert got.llm_calls == () and got.cost_capped == ""
+    req = msgspec.json.decode(msgspec.json.encode(ask(ClickText("a"))), type=GroundRequest)
+    assert (req.max_cost_usd, req.cost_usd) == (0.0, 0.0)
