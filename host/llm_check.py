@@ -1,6 +1,8 @@
 """``mobagent llm check``: one call per configured role, to see that each answers and fits.
 
-Each role (planner, chooser, reflector) gets one screenshot of the simulated launcher with
+Each role (planner, chooser, reflector, and the grounder when it is configured: a
+``perception.*_grounding`` that asks it, or ``[llm.roles.grounder]`` / ``llm.models.grounder``
+set) gets one screenshot of the simulated launcher with
 its own prompt through the real client and its settings (endpoint, key, model, request
 parameters, image size). The planner's prompt, request options and parser are its model
 family's, picked as the agent picks it (``llm.family.planner``, ``auto`` from the model
@@ -11,7 +13,8 @@ check keep their prompts (``models/llm/prompts/``) and answer in their role's fa
 ``models/llm/families/answers.py``). Per role it prints: reachable or not
 (with the error, which names the endpoint and never the key), the model, the family, the
 endpoint, latency, tokens, cost when priced, the reply (truncated), whether it parsed and
-what it mapped to. No re-asks: the point is to see the model's first answer.
+what it mapped to (the grounder's point: which launcher icon it falls in, asked for the
+Settings icon in its family's grounding prompt). No re-asks: the point is to see the model's first answer.
 
 Exit codes: 0 every role answered and parsed; 1 one did not; 2 a config error (no key).
 """
@@ -37,16 +40,33 @@ from models.llm import ChatMessage, LLMClient, LLMConfigError, LLMError, Role
 from models.llm.errors import ParseError
 from models.llm.families import Family, ToolCall
 from models.llm.families.answers import AnswerFormat, answer_format
+from models.llm.grounder import grounder_family, grounder_messages, parse_grounder_reply
 from models.llm.prompts.chooser import chooser_messages, parse_choice
 from models.llm.prompts.completion import completion_messages, parse_completion
 from models.llm.prompts.planner import PlannerInput
+from models.llm.settings import RoleModels, RoleSettings
 from protocol.operations import format_operation
 from runtime.cli import EXIT_FAIL, EXIT_OK, EXIT_USAGE, config_from_args
 from runtime.config import secret_values
 from runtime.log import configure_logging, redactor
 
 ROLES: tuple[Role, ...] = ("planner", "chooser", "reflector")
+ALL_ROLES: tuple[Role, ...] = (*ROLES, "grounder")
 INSTRUCTION = "Open the Settings app."
+GROUND_TARGET = "the Settings app icon"
+
+
+def grounder_configured(cfg: AgentConfig) -> bool:
+    """Whether the agent would ask a grounder (``perception.text_grounding`` /
+    ``icon_grounding``), or its role is configured (``[llm.roles.grounder]``,
+    ``llm.models.grounder``)."""
+    return (cfg.perception.grounder_needed() or cfg.llm.roles.grounder != RoleSettings()
+            or cfg.llm.models.grounder != RoleModels().grounder)
+
+
+def default_roles(cfg: AgentConfig) -> tuple[Role, ...]:
+    """The roles ``llm check`` probes by default: the grounder too when it is configured."""
+    return ALL_ROLES if grounder_configured(cfg) else ROLES
 
 
 @dataclass(frozen=True)
@@ -112,11 +132,12 @@ def family_label(family: Family) -> str:
     return f"{family.name} {variant}" if variant else family.name
 
 
-def probes(family: Family, seed: int = 0,
-           role_families: dict[str, str] | None = None) -> dict[Role, Probe]:
+def probes(family: Family, seed: int = 0, role_families: dict[str, str] | None = None,
+           grounder: Family | None = None) -> dict[Role, Probe]:
     """Each role's probe; the planner's in ``family`` (points mapped to the launcher's
     pixels from the image the family sends), the chooser's and the reflector's answers in
-    ``role_families`` (default react)."""
+    ``role_families`` (default react); the grounder's (when ``grounder``, its family) asks
+    for the Settings icon and says which icon its point falls in."""
     fams = role_families or {}
     png, icons = launcher_screen(seed)
     with Image.open(io.BytesIO(png)) as im:
@@ -144,7 +165,7 @@ def probes(family: Family, seed: int = 0,
 
     chooser = answer_format(fams.get("chooser", "react"), "choice", labels)
     reflector = answer_format(fams.get("reflector", "react"), "completion")
-    return {
+    table: dict[Role, Probe] = {
         "planner": Probe(family.planner_messages(PlannerInput(instruction=INSTRUCTION,
                                                               screenshot=png), geom),
                          plan, family.request_options()),
@@ -156,6 +177,30 @@ def probes(family: Family, seed: int = 0,
                                                screenshot=png), complete, reflector.options,
                            reflector),
     }
+    if grounder is not None:
+        table["grounder"] = grounder_probe(grounder, png, icons)
+    return table
+
+
+def grounder_probe(family: Family, png: bytes,
+                   icons: Sequence[tuple[str, tuple[int, int, int, int]]]) -> Probe:
+    """The grounder asked where the launcher's Settings icon is, as perception asks it."""
+    with Image.open(io.BytesIO(png)) as im:
+        size = im.size
+    geom = family.geometry(*size)
+
+    def ground(text: str, calls: tuple[ToolCall, ...]) -> str:
+        got = parse_grounder_reply(text, geom)
+        if got is None:
+            return "not on the screen"
+        x, y = got.point
+        inside = next((name for name, (x0, y0, x1, y1) in icons
+                       if x0 <= x <= x1 and y0 <= y <= y1), None)
+        where = f"the {inside} icon" if inside else "no icon"
+        miss = "" if inside is not None and inside.lower() == "settings" else " - not the target"
+        return f"point ({x}, {y}): on {where}{miss}"
+
+    return Probe(grounder_messages(family, geom, GROUND_TARGET, "", png), ground)
 
 
 async def check_roles(llm: LLMClient, roles: Sequence[Role], *, seed: int = 0,
@@ -164,7 +209,10 @@ async def check_roles(llm: LLMClient, roles: Sequence[Role], *, seed: int = 0,
     ``family``: the planner's (None: exactly as the agent's planner picks it)."""
     setup = RoleSetup.from_settings(llm.settings, planner=family)
     fam, role_fams = setup.planner, {"chooser": setup.chooser, "reflector": setup.reflector}
-    plan = await anyio.to_thread.run_sync(probes, fam, seed, role_fams)
+    grounder = grounder_family(llm.settings) if "grounder" in roles else None
+    if grounder is not None:
+        role_fams["grounder"] = family_label(grounder)
+    plan = await anyio.to_thread.run_sync(probes, fam, seed, role_fams, grounder)
     picked = family_label(fam)
     if llm.settings.family.planner.strip().lower() == "auto":
         picked += " (auto, from the model name)"
@@ -221,10 +269,11 @@ def human(res: RoleResult) -> str:
 def cmd_check(args: argparse.Namespace) -> int:
     cfg = config_from_args(args, AgentConfig, unknown_sections="ignore")
     configure_logging(msgspec.structs.replace(cfg.log, level="warning"), secret_values(cfg))
-    roles = [r.strip() for r in args.roles.split(",") if r.strip()]
-    bad = [r for r in roles if r not in ROLES]
+    roles = ([r.strip() for r in args.roles.split(",") if r.strip()] if args.roles is not None
+             else list(default_roles(cfg)))
+    bad = [r for r in roles if r not in ALL_ROLES]
     if bad or not roles:
-        print(f"mobagent llm check: unknown role(s) {bad}; roles are {', '.join(ROLES)}",
+        print(f"mobagent llm check: unknown role(s) {bad}; roles are {', '.join(ALL_ROLES)}",
               file=sys.stderr)
         return EXIT_USAGE
     # A check should answer in seconds, not sit out a long outage in the retry budget.
@@ -237,6 +286,8 @@ def cmd_check(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     try:
         family = RoleSetup.from_settings(llm.settings).planner  # as the agent picks it
+        if "grounder" in roles:
+            grounder_family(llm.settings)
     except ValueError as exc:
         print(f"mobagent llm check: llm.family: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -263,7 +314,9 @@ def add_check(llm_sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         description="One call per role with the simulated launcher's screenshot and the "
                     "role's prompt: reachable, model, latency, tokens, the reply, whether it "
                     "parsed and what it maps to. Exit 0 when every role answered usably.")
-    p.add_argument("--roles", default=",".join(ROLES), help="comma-separated (default: all)")
+    p.add_argument("--roles", default=None,
+                   help="comma-separated (default: planner, chooser, reflector, and the "
+                        "grounder when it is configured)")
     p.add_argument("--seed", type=int, default=0, help="the simulated phone's seed")
     p.add_argument("--max-reply", type=int, default=300, help="characters of each reply shown")
     p.add_argument("--budget-s", type=float, default=20.0,

@@ -190,6 +190,13 @@ def parse_grounder_reply(text: str, geom: Geometry) -> GrounderAnswer | None:
 # -- the role --------------------------------------------------------------------------------
 
 
+def grounder_family(settings: LLMSettings) -> Family:
+    """The grounder role's family (``llm.family.grounder``, ``auto``: from its model) at
+    its ``max_image_side``."""
+    rc = settings.role("grounder")
+    return get_family(settings.family.grounder, rc.model, max_image_side=rc.max_image_side)
+
+
 class ModelGrounder:
     """``llm.roles.grounder``: asks its model where a target is (one call, no re-ask)."""
 
@@ -204,9 +211,8 @@ class ModelGrounder:
     def from_settings(cls, llm: ChatModel, settings: LLMSettings) -> ModelGrounder:
         """The grounder role's family (``llm.family.grounder``, ``auto``: from its model)
         at its ``max_image_side``; the call's limit covers its retries."""
-        rc = settings.role("grounder")
-        family = get_family(settings.family.grounder, rc.model, max_image_side=rc.max_image_side)
-        return cls(llm, family, timeout_s=settings.timeout_s + settings.retry_budget_s + 5.0)
+        return cls(llm, grounder_family(settings),
+                   timeout_s=settings.timeout_s + settings.retry_budget_s + 5.0)
 
     async def locate(self, description: str, screenshot: bytes, screen: tuple[int, int], *,
                      thought: str = "") -> GrounderAnswer | None:

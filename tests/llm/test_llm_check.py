@@ -4,12 +4,16 @@ the reply, whether it parsed and what it maps to; a dead endpoint named, the key
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import socket
 
+import msgspec
 import pytest
+from PIL import Image
 
 from host.llm_cli import register
+from models.llm import LLMSettings
 from tests.fixtures.openai_server import Behaviour, OpenAIServer, planner_reply
 from tests.llm.conftest import SECRET
 
@@ -157,3 +161,49 @@ def test_check_asks_the_chooser_and_reflector_in_their_families(
         schema = check["response_format"]["json_schema"]["schema"]
         assert check["response_format"]["type"] == "json_schema"
         assert set(schema["required"]) == {"complete", "reason"}
+
+
+def test_check_probes_the_grounder_when_perception_asks_it(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A configured grounder (``perception.icon_grounding = "hybrid"``) is probed by
+    default, on its own server, in its family's grounding prompt; its point is read in the
+    family's convention (Qwen3-VL: 0..1000) and named by the launcher icon it falls in."""
+    from host.llm_check import launcher_screen
+
+    png, icons = launcher_screen()
+    (x0, y0, x1, y1), = [b for name, b in icons if name.lower() == "settings"]
+    with Image.open(io.BytesIO(png)) as im:
+        w, h = im.size
+    rel = [round((x0 + x1) / 2 * 1000 / w), round((y0 + y1) / 2 * 1000 / h)]
+    with OpenAIServer() as hosted, OpenAIServer() as gpu:
+        hosted.script(planner_reply("Open app (Settings)"), "Box: 2", "Complete: no\nReason: x.")
+        gpu.script(f'[{{"point_2d": {rel}, "label": "Settings"}}]')
+        base = ("--set", f"llm.base_url={hosted.base_url}", "--set", f"llm.api_key={SECRET}",
+                "--set", f"llm.roles.grounder.base_url={gpu.base_url}",
+                "--set", "llm.roles.grounder.model=Qwen3-VL-8B-Instruct")
+        rc = _run(*base, "--set", "perception.icon_grounding=hybrid", "llm", "check", "--json")
+        out = capsys.readouterr().out
+        rows = {r["role"]: r for r in map(json.loads, out.splitlines())}
+        assert rc == 0, out
+        assert list(rows) == ["planner", "chooser", "reflector", "grounder"]
+        g = rows["grounder"]
+        assert g["model"] == "Qwen3-VL-8B-Instruct" and g["endpoint"] == f"127.0.0.1:{gpu.port}"
+        assert g["parsed"] and g["mapped"].endswith("on the Settings icon"), g
+        assert g["family"].startswith("qwen") and g["prompt_tokens"] > 0
+        (req,) = gpu.requests
+        assert req.images() and any("point_2d" in t and "Settings" in t for t in req.texts())
+        # an unusable answer is reported as unparsed
+        gpu.script("I cannot help with that.")
+        assert _run(*base, "llm", "check", "--roles", "grounder") == 1
+        assert "parsed: NO" in capsys.readouterr().out
+    assert SECRET not in out
+
+
+def test_check_leaves_an_unconfigured_grounder_out() -> None:
+    from actors.config import AgentConfig
+    from host.llm_check import ALL_ROLES, ROLES, default_roles
+
+    assert default_roles(AgentConfig()) == ROLES
+    cfg = AgentConfig(llm=msgspec.convert({"models": {"grounder": "UI-TARS-1.5-7B"}}, LLMSettings))
+    assert default_roles(cfg) == ALL_ROLES
