@@ -2,19 +2,20 @@
 
 Each role (planner, chooser, reflector, and the grounder when it is configured: a
 ``perception.*_grounding`` that asks it, or ``[llm.roles.grounder]`` / ``llm.models.grounder``
-set) gets one screenshot of the simulated launcher with
-its own prompt through the real client and its settings (endpoint, key, model, request
-parameters, image size). The planner's prompt, request options and parser are its model
-family's, picked as the agent picks it (``llm.family.planner``, ``auto`` from the model
-name, the image fitted within the role's ``max_image_side``), so a point in the reply is
-mapped to the launcher's pixels as the agent would map it; the chooser and the completion
-check keep their prompts (``models/llm/prompts/``) and answer in their role's family
-(``llm.family.chooser`` / ``.reflector``: a function or a JSON schema for tools / json, see
-``models/llm/families/answers.py``). Per role it prints: reachable or not
-(with the error, which names the endpoint and never the key), the model, the family, the
-endpoint, latency, tokens, cost when priced, the reply (truncated), whether it parsed and
-what it mapped to (the grounder's point: which launcher icon it falls in, asked for the
-Settings icon in its family's grounding prompt). No re-asks: the point is to see the model's first answer.
+set) gets one screenshot of the simulated launcher with its own prompt through the real
+client and its settings (endpoint, key, model, request parameters, image size). The
+planner's prompt, request options and parser are its model family's, picked as the agent
+picks it (``llm.family.planner``, ``auto`` from the model name, the image fitted within the
+role's ``max_image_side``), so a point in the reply is mapped to the launcher's pixels as
+the agent would map it; the chooser and the completion check keep their prompts
+(``models/llm/prompts/``) and answer in their role's family (``llm.family.chooser`` /
+``.reflector``: a function or a JSON schema for tools / json, see
+``models/llm/families/answers.py``); the grounder is asked for the Settings icon in its
+family's grounding prompt (``models/llm/grounder.py``, as perception asks it). Per role it
+prints: reachable or not (with the error, which names the endpoint and never the key), the
+model, the family, the endpoint, latency, tokens, cost when priced, the reply (truncated),
+whether it parsed and what it mapped to (the grounder's point: the launcher icon it falls
+in). No re-asks: the point is to see the model's first answer.
 
 Exit codes: 0 every role answered and parsed; 1 one did not; 2 a config error (no key).
 """
