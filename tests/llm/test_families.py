@@ -187,7 +187,8 @@ def test_qwen25_corpus(reply: str, op: Operation) -> None:
 def test_qwen_tool_calls_and_qwen3_relative() -> None:
     call = ToolCall("mobile_use", '{"action": "click", "coordinate": [500, 500]}')
     assert parse("qwen", "", "Qwen3-VL-8B-Instruct", (call,)) == TapPoint(540, 1200)
-    assert parse("qwen", "", "GUI-Owl-7B", (call,)) == TapPoint(540, 1200)
+    # GUI-Owl 1.0: absolute pixels of the smart-resize, as Qwen2.5-VL (see qwen.py's docstring)
+    assert parse("qwen", "", "GUI-Owl-7B", (call,)) == parse("qwen", "", "qwen2.5-vl-7b", (call,))
     assert parse("qwen", "", "qwen2.5-vl-7b", (call,)) == TapPoint(495, 498)
 
 

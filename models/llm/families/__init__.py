@@ -53,7 +53,12 @@ def _qwen_variant(model: str) -> str:
         return "owl1.5"
     if re.search(r"mai-?ui", m):
         return "mai"
-    return "3" if ("qwen3" in m or "gui-owl" in m or "guiowl" in m) else "2.5"
+    # GUI-Owl 1.0 (GUI-Owl-7B/32B, on Qwen2.5-VL) answers absolute pixels of the image its
+    # processor smart-resizes (factor 28), as Qwen2.5-VL does: Mobile-Agent-v3's run script
+    # defaults to --coor_type abs (0-1000 only with --coor_type qwen-vl, "such as Seed-VL"),
+    # and its AndroidWorld agent (gui_owl.py) smart-resizes with factor 28 and states that
+    # size in the prompt. Pin qwen3 for a GUI-Owl served with relative coordinates.
+    return "3" if "qwen3" in m else "2.5"
 
 
 def _venus_variant(model: str) -> str:
