@@ -156,7 +156,7 @@ def _parse(key: str, behaviour: Any, geom: Any) -> Operation:
     from models.llm.families import ToolCall
 
     calls = tuple(ToolCall(n, a) for n, a in behaviour.tool_calls or ())
-    return _family(key).parse(behaviour.text or "", geom, calls).operation  # type: ignore[no-any-return]
+    return _family(key).parse(behaviour.text or "", geom, calls).operation
 
 
 @pytest.mark.parametrize("key", NEWER)
