@@ -13,7 +13,15 @@ It answers over HTTP on the loopback OpenAI-compatible server (``bench/openai_lo
 in the family's own format and coordinate space, computed from the image the server
 received the way that model works (UI-TARS-1.5 and Qwen2.5-VL: pixels of the image their
 server smart-resizes; UI-TARS 1.0, Qwen3-VL and AutoGLM: 0-1000 relative; react, tools
-and json name their target by text). Everything else is the product: the agent's planner
+and json name their target by text). The newer families (``NEW_STANDINS``: agentcpm, glm,
+cogagent, venus, venus-1.0, gelab, holo, holo-1.5, holo-1, claude, gemini, gui-owl,
+gui-owl-1.5, mai-ui, uitars-doubao) answer in theirs too: 0-1000 or 0-999 grids, boxes
+(GLM, CogAgent), pixels of the smart-resize (UI-Venus-Navi, Holo 1/1.5, GUI-Owl 1.0),
+pixels of the screenshot as sent (Claude), tool calls (Claude, Gemini), tab-separated
+fields (GELab); a family without an Enter (AutoGLM, GELab) taps the keyboard's action key,
+one without an open-app action (AgentCPM-GUI) goes home, opens the app drawer and taps
+the icon. The Holo models localize (one tap a reply) and cannot finish a task as planner.
+``--families all`` runs every one. Everything else is the product: the agent's planner
 actor with ``llm.family.planner`` set to the family, the real client (retries, rate
 limits), the family's parser and mapping, perception (OCR, icons, snapping a model's
 point), the actuator over adb, the reflector and the recorder.
