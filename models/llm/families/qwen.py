@@ -29,7 +29,7 @@ to start from), ``drag`` (``start_coordinate``, ``end_coordinate``), ``open``,
 
 Coordinates: Qwen2.5-VL answers absolute pixels of the image it received, which is the
 screenshot as sent (the screen fitted within ``llm.max_image_side``) smart-resized by the
-server's processor (factor 28, at most 12845056 pixels); Qwen3-VL and GUI-Owl answer
+server's processor (factor 28, at most 12845056 pixels); Qwen3-VL answers
 0–1000 relative (their images are smart-resized with factor 32, which the numbers no
 longer depend on); GUI-Owl-1.5 answers 0–1000 too, and MAI-UI 0–999 (divided by 999).
 GUI-Owl 1.0 (GUI-Owl-7B/32B, Qwen2.5-VL based) answers like Qwen2.5-VL, absolute pixels of
