@@ -1011,7 +1011,7 @@ def new_family_reply(key: str, op: Operation, aim: Aim, rng: random.Random) -> B
                 "holo": json.dumps({"x": p[0], "y": p[1]})}[key]
         return Behaviour.reply(form)
     if key == "claude":
-        name, args = _claude_call(op, tap, p, fp, cx, _i(mh / 2))
+        name, args = _claude_call(op, tap, p, cx, _i(mh / 2))
         return Behaviour(text=rng.choice([None, "I'll do the next step."]),
                          tool_calls=((name, json.dumps(args)),))
     if key == "gemini":
@@ -1110,8 +1110,8 @@ def _glm_reply(key: str, op: Operation, aim: Aim, tap: bool, p: tuple[int, int],
             f"Action: {action}</answer>")
 
 
-def _claude_call(op: Operation, tap: bool, p: tuple[int, int], fp: tuple[int, int],
-                 cx: int, cy: int) -> tuple[str, dict[str, Any]]:
+def _claude_call(op: Operation, tap: bool, p: tuple[int, int], cx: int, cy: int
+                 ) -> tuple[str, dict[str, Any]]:
     match op:
         case _ if tap:
             return "computer", {"action": "left_click", "coordinate": list(p)}
