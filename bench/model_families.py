@@ -13,7 +13,15 @@ It answers over HTTP on the loopback OpenAI-compatible server (``bench/openai_lo
 in the family's own format and coordinate space, computed from the image the server
 received the way that model works (UI-TARS-1.5 and Qwen2.5-VL: pixels of the image their
 server smart-resizes; UI-TARS 1.0, Qwen3-VL and AutoGLM: 0-1000 relative; react, tools
-and json name their target by text). Everything else is the product: the agent's planner
+and json name their target by text). The newer families (``NEW_STANDINS``: agentcpm, glm,
+cogagent, venus, venus-1.0, gelab, holo, holo-1.5, holo-1, claude, gemini, gui-owl,
+gui-owl-1.5, mai-ui, uitars-doubao) answer in theirs too: 0-1000 or 0-999 grids, boxes
+(GLM, CogAgent), pixels of the smart-resize (UI-Venus-Navi, Holo 1/1.5, GUI-Owl 1.0),
+pixels of the screenshot as sent (Claude), tool calls (Claude, Gemini), tab-separated
+fields (GELab); a family without an Enter (AutoGLM, GELab) taps the keyboard's action key,
+one without an open-app action (AgentCPM-GUI) goes home, opens the app drawer and taps
+the icon. The Holo models localize (one tap a reply) and cannot finish a task as planner.
+``--families all`` runs every one. Everything else is the product: the agent's planner
 actor with ``llm.family.planner`` set to the family, the real client (retries, rate
 limits), the family's parser and mapping, perception (OCR, icons, snapping a model's
 point), the actuator over adb, the reflector and the recorder.
@@ -130,12 +138,12 @@ MODELS = {
     "qwen": "qwen2.5-vl-7b-instruct", "qwen3": "qwen3-vl-8b-instruct",
     "autoglm": "autoglm-phone-9b",
 }
-COORDINATE = ("uitars", "uitars-1.0", "qwen", "qwen3", "autoglm")
+COORDINATE: tuple[str, ...] = ("uitars", "uitars-1.0", "qwen", "qwen3", "autoglm")
 # Families whose action space has no Enter key: to submit what was typed, a model of
 # theirs taps the keyboard's action key (Open-AutoGLM's handler has Tap, Type, Swipe, Back,
 # Home... and no key event; its Type restores the user's keyboard after typing with the
 # ADB Keyboard, so that keyboard, with its search/return key, is on the screen after it).
-NO_ENTER = ("autoglm",)
+NO_ENTER: tuple[str, ...] = ("autoglm",)
 TRANSIENT_REASON = re.compile(r"LLM(Unavailable|Timeout)|retry budget|gave up after")
 
 
@@ -158,6 +166,9 @@ def smart_resize(h: int, w: int, factor: int, min_px: int, max_px: int) -> tuple
 def model_space(family: str, received: tuple[int, int]) -> tuple[float, float]:
     """The numbers that mean the far right and bottom edge, for a model of ``family`` that
     received an image of ``received`` (w, h)."""
+    newer = new_model_space(family, received)
+    if newer is not None:
+        return newer
     w, h = received
     if family == "uitars":  # UI-TARS-1.5: pixels of the smart-resized image
         hh, ww = smart_resize(h, w, 28, 100 * 28 * 28, 16384 * 28 * 28)
@@ -198,6 +209,8 @@ class Intent:
     complete: bool = False  # complete: what the task's own check says on the phone
     reason: str = ""  # complete: why not (the first milestone not reached)
     earlier_screens: int = 0  # screenshots the episode had before this one (v1's scheme)
+    field: tuple[int, int, int, int] | None = None  # plan, typing: the focused field's box
+    nav: str = ""  # plan, OpenApp without an open action: "tap", "drawer" or "home"
 
 
 @dataclass
@@ -336,7 +349,11 @@ class StandInModel:
             point = self._point(board, req, intent, off=off)
         elif isinstance(op, Enter) and self.family in NO_ENTER and intent.box is not None:
             point = self._point(board, req, intent, off=False)  # the keyboard's action key
+        elif isinstance(op, OpenApp) and intent.nav == "tap" and intent.box is not None:
+            point = self._point(board, req, intent, off=False)  # the app's icon
         fam = self.family
+        if fam in NEW_STANDINS:
+            return new_family_reply(fam, op, self._aim(board, req, intent, point), rng)
         if fam == "react":
             action = format_operation(op)
             lead = rng.choice(["", "<think>The screen shows what I need.</think>\n"])
@@ -404,12 +421,28 @@ class StandInModel:
         fx, fy = min(max(cx / sw, 0.0), 0.999), min(max(cy / sh, 0.0), 0.999)
         return fx * mw, fy * mh
 
+    def _aim(self, board: Board, req: RecordedRequest, intent: Intent,
+             point: tuple[float, float] | None) -> Aim:
+        """The intent's boxes in the model's space (the newer families' answers)."""
+        sw, sh = board.screen
+        mw, mh = model_space(self.family, _received(req))
+        aim = Aim((mw, mh), point, nav=intent.nav)
+        if intent.box is not None:
+            x0, y0, x1, y1 = intent.box
+            aim.half = ((x1 - x0) / 2 / sw * mw, (y1 - y0) / 2 / sh * mh)
+        if intent.field is not None:
+            x0, y0, x1, y1 = intent.field
+            aim.field = ((x0 + x1) / 2 / sw * mw, (y0 + y1) / 2 / sh * mh)
+        return aim
+
     def _malformed(self, board: Board, intent: Intent) -> Behaviour:
         rng = board.rng
         if intent.kind == "choose":
             return Behaviour.reply(rng.choice(["I think it is the second one.", "Box:"]))
         if intent.kind == "complete":
             return Behaviour.reply(rng.choice(["Probably.", "Complete: perhaps"]))
+        if self.family in NEW_STANDINS:
+            return new_family_malformed(self.family, rng)
         loop = " ".join(["click"] * 12)
         bad: dict[str, list[Behaviour]] = {
             "react": [Behaviour.reply("Observation: the screen.\nThought: I will do it now."),
@@ -676,8 +709,19 @@ class StandInPolicy:
         if isinstance(op, Enter) and self.board.family in NO_ENTER:
             el = await anyio.to_thread.run_sync(submit_target, self.phone)
             box = el.bbox if el is not None else None
-        self.board.intent = Intent("plan", op=op, box=box, earlier_screens=len(ctx.history))
+        nav = ""
+        if isinstance(op, OpenApp) and self.board.family in NO_OPEN:
+            nav, el = await anyio.to_thread.run_sync(open_app_step, self.phone, op.name)
+            box = el.bbox if el is not None else None
+        field = None
+        if isinstance(op, TypeText) and self.board.family in NEW_STANDINS:
+            el = await anyio.to_thread.run_sync(focused_field, self.phone)
+            field = el.bbox if el is not None else None
+        self.board.intent = Intent("plan", op=op, box=box, earlier_screens=len(ctx.history),
+                                   field=field, nav=nav)
         d = await self.llm.decide(ctx)
+        if d.operation is not None and nav not in ("", "tap"):
+            return d  # a step toward the app's icon: the oracle's step is still to come
         if d.operation is not None:
             unseen = self.coordinates and aimed and box is None
             self._meant[len(ctx.history)] = (op, unseen)
@@ -813,12 +857,13 @@ async def run_family(family: str, args: argparse.Namespace, chosen: list[type[Ta
                                                       keep_requests=False))
             extra = grounder_overrides(gsrv.base_url, args.grounder_family)
         name = MODELS.get(family, MODELS["react"])
+        kind = NEW_STANDINS[family][0] if family in NEW_STANDINS else family
         cfg = load_host_config(args.config or default_config_path(), overrides=[
             f"llm.base_url={srv.base_url}", "llm.api_key=sk-bench-stand-in",
-            f"llm.models.planner={name}", f"llm.family.planner={family}",
+            f"llm.models.planner={name}", f"llm.family.planner={kind}",
             # every role is the same model, so each asks in that family's way
-            f"llm.models.chooser={name}", f"llm.family.chooser={family}",
-            f"llm.models.reflector={name}", f"llm.family.reflector={family}",
+            f"llm.models.chooser={name}", f"llm.family.chooser={kind}",
+            f"llm.models.reflector={name}", f"llm.family.reflector={kind}",
             f"llm.timeout_s={args.llm_timeout_s}", "llm.requests_per_minute=100000",
             *extra, *overrides])
         async with LLMClient(cfg.llm) as llm:
@@ -849,7 +894,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="mobagent bench model_families",
                                 description=__doc__.split("\n\n")[0])
     p.add_argument("--families", default=",".join(FAMILIES),
-                   help=f"comma-separated, of {', '.join(MODELS)} (default: the six families)")
+                   help=f"comma-separated, of {', '.join(MODELS)}, or all (default: the first "
+                   "six families)")
     p.add_argument("--noise", type=float, default=0.1, help="share of answers that go wrong")
     p.add_argument("--seeds", type=lambda s: parse_ints(s, "seed"), default=[0])
     p.add_argument("--tiers", type=lambda s: parse_ints(s, "tier"), default=[1, 2, 3])
@@ -888,7 +934,7 @@ def _table(rows: dict[str, dict[str, Any]], oracle_su: float | None) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    families = [f.strip() for f in args.families.split(",") if f.strip()]
+    families = family_list(args.families)
     unknown = [f for f in families if f not in MODELS]
     if unknown or not families:
         print(f"model_families: unknown family {', '.join(unknown) or '(none)'}: use "
@@ -948,6 +994,377 @@ def main(argv: Sequence[str] | None = None) -> int:
     (args.out / "summary.json").write_text(json.dumps(summary, indent=1))
     print(json.dumps(summary))
     return 0
+
+
+# ---- the newer families' stand-ins (issue 31) -------------------------------------------------
+# Each key is what --families takes: (llm.family.planner, the served name the stand-in poses
+# as, which picks the variant), and the model's coordinate space. The answers below are each
+# family's trained format (its module's docstring has the public source).
+
+NEW_STANDINS: dict[str, tuple[str, str]] = {
+    "agentcpm": ("agentcpm", "openbmb/AgentCPM-GUI"),
+    "glm": ("glm", "zai-org/GLM-4.5V"),
+    "cogagent": ("cogagent", "THUDM/cogagent-9b-20241220"),
+    "venus": ("venus", "inclusionAI/UI-Venus-1.5-8B"),
+    "venus-1.0": ("venus", "inclusionAI/UI-Venus-Navi-7B"),
+    "gelab": ("gelab", "stepfun-ai/GELab-Zero-4B-preview"),
+    "holo": ("holo", "Hcompany/Holo2-8B"),
+    "holo-1.5": ("holo", "Hcompany/Holo1.5-7B"),
+    "holo-1": ("holo", "Hcompany/Holo1-7B"),
+    "claude": ("claude", "claude-sonnet-4-5"),
+    "gemini": ("gemini", "gemini-2.5-computer-use-preview-10-2025"),
+    "gui-owl": ("qwen", "mPLUG/GUI-Owl-7B"),
+    "gui-owl-1.5": ("gui-owl-1.5", "mPLUG/GUI-Owl-1.5-8B"),
+    "mai-ui": ("mai-ui", "Tongyi-MAI/MAI-UI-8B"),
+    "uitars-doubao": ("uitars-doubao", "doubao-1-5-ui-tars-250428"),
+}
+# The Holo models localize one element a reply (a tap): they cannot open an app, type or
+# scroll, so a planner of theirs cannot finish a Mobile-Eval task (they are grounders).
+LOCALIZERS = ("holo", "holo-1.5", "holo-1")
+
+
+def new_model_space(key: str, received: tuple[int, int]) -> tuple[float, float] | None:
+    """The far right and bottom edge in the model's numbers (None: not a newer family)."""
+    w, h = received
+    if key in ("venus-1.0", "holo-1.5", "holo-1", "gui-owl"):
+        # Qwen2.5-VL processors: pixels of the smart-resize (factor 28) of the image received
+        hh, ww = smart_resize(h, w, 28, 3136, 12845056)
+        return float(ww), float(hh)
+    if key == "claude":  # pixels of the screenshot as sent (display_width_px x height)
+        return float(w), float(h)
+    if key == "mai-ui":  # 0-999, divided by 999
+        return 999.0, 999.0
+    if key in NEW_STANDINS:  # 0-1000 (or 0-999 divided by 1000: same numbers below 999)
+        return 1000.0, 1000.0
+    return None
+
+
+@dataclass
+class Aim:
+    """Where the newer families' answers point, in the model's space: the target's centre
+    (``point``) and half-size (``half``), the focused field's centre (``field``), the
+    screen's edges (``space``); ``nav``: a step toward an app's icon for a family with no
+    open-app action ("home", "drawer")."""
+
+    space: tuple[float, float]
+    point: tuple[float, float] | None = None
+    half: tuple[float, float] = (20.0, 20.0)
+    field: tuple[float, float] | None = None
+    nav: str = ""
+
+
+def _i(v: float) -> int:
+    return int(round(v))
+
+
+def _box(aim: Aim) -> list[int]:
+    assert aim.point is not None
+    (x, y), (hx, hy), (mw, mh) = aim.point, aim.half, aim.space
+    return [_i(max(0.0, x - hx)), _i(max(0.0, y - hy)), _i(min(mw - 1, x + hx)), _i(min(mh - 1, y + hy))]
+
+
+def new_family_reply(key: str, op: Operation, aim: Aim, rng: random.Random) -> Behaviour:
+    """The planner's answer of the newer family ``key`` for ``op``, in its format."""
+    mw, mh = aim.space
+    cx, top, low = _i(mw / 2), _i(mh * 0.3), _i(mh * 0.7)
+    tap = aim.point is not None and isinstance(op, ClickText | ClickIcon | OpenApp | Enter)
+    p = (_i(aim.point[0]), _i(aim.point[1])) if aim.point is not None else (cx, cx)
+    fp = (_i(aim.field[0]), _i(aim.field[1])) if aim.field is not None else (cx, _i(mh * 0.15))
+    if key == "agentcpm":  # keys, not names; no open-app action: it taps the icon
+        obj: dict[str, Any] = {"thought": "下一步"}
+        if tap:
+            obj["POINT"] = list(p)
+        elif aim.nav == "home" or isinstance(op, Exit):
+            obj["PRESS"] = "HOME"
+        elif aim.nav == "drawer" or isinstance(op, PageDown):  # the finger moves up
+            obj.update(POINT=[cx, low], to="up")
+        elif isinstance(op, TypeText):
+            obj["TYPE"] = op.text
+        elif isinstance(op, Back | Enter):
+            obj["PRESS"] = "BACK" if isinstance(op, Back) else "ENTER"
+        elif isinstance(op, Stop):
+            obj["STATUS"] = "finish"
+        else:
+            obj["duration"] = 1000
+        text = json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
+        return Behaviour.reply(rng.choice([text, f"<think>看屏幕。</think><act>{text}</act>"]))
+    if key in ("glm", "cogagent"):
+        return Behaviour.reply(_glm_reply(key, op, aim, tap, p, fp, rng))
+    if key in ("venus", "venus-1.0"):
+        match op:
+            case _ if tap:
+                act = f"Click(box=({p[0]}, {p[1]}))"
+            case OpenApp(name=n):
+                act = f"Launch(app='{n}')"
+            case TypeText(text=t):
+                act = "Type(content='" + t.replace("'", "\\'") + "')"
+            case PageDown():
+                act = f"Scroll(start=({cx}, {low}), end=({cx}, {top}))"
+            case Back():
+                act = "PressBack()"
+            case Exit():
+                act = "PressHome()"
+            case Enter():
+                act = "PressEnter()"
+            case Stop():
+                act = "Finished(content='done')"
+            case _:
+                act = "Wait()"
+        return Behaviour.reply(f"<think>The next step.</think>\n<action>{act}</action>\n"
+                               "<conclusion>Did the next step.</conclusion>")
+    if key == "gelab":  # tab-separated fields; no Enter in its prompt: taps the key instead
+        match op:
+            case _ if tap:
+                kv = f"action:CLICK\tpoint:{p[0]},{p[1]}"
+            case OpenApp(name=n):
+                kv = f"action:AWAKE\tvalue:{n}"
+            case TypeText(text=t):
+                kv = f"action:TYPE\tvalue:{t}\tpoint:{fp[0]},{fp[1]}"
+            case PageDown():
+                kv = f"action:SLIDE\tpoint1:{cx},{low}\tpoint2:{cx},{top}"
+            case Back():
+                kv = "action:BACK"
+            case Exit():
+                kv = "action:HOME"
+            case Stop():
+                kv = "action:COMPLETE\treturn:任务完成"
+            case _:
+                kv = "action:WAIT\tvalue:2"
+        sep = rng.choice(["\t", "\n"])
+        return Behaviour.reply(f"<THINK> 下一步 </THINK>\nexplain:执行下一步{sep}{kv}{sep}summary:已执行")
+    if key in LOCALIZERS:  # one point a reply
+        if not tap:
+            return Behaviour.reply("The target is not an element on the screen.")
+        form = {"holo-1": f"Click({p[0]}, {p[1]})",
+                "holo-1.5": json.dumps({"action": "click_absolute", "x": p[0], "y": p[1]}),
+                "holo": json.dumps({"x": p[0], "y": p[1]})}[key]
+        return Behaviour.reply(form)
+    if key == "claude":
+        name, args = _claude_call(op, tap, p, cx, _i(mh / 2))
+        return Behaviour(text=rng.choice([None, "I'll do the next step."]),
+                         tool_calls=((name, json.dumps(args)),))
+    if key == "gemini":
+        name, args = _gemini_call(op, tap, p, fp)
+        return Behaviour(text=None, tool_calls=((name, json.dumps(args)),))
+    if key in ("gui-owl", "gui-owl-1.5", "mai-ui"):
+        args = _qwen_args(op, p if tap else None, aim.space)
+        if key == "mai-ui":
+            if isinstance(op, PageDown):  # MAI-UI swipes by direction (the finger's)
+                args = {"action": "swipe", "direction": "up"}
+            if isinstance(op, Enter) and not tap:
+                args = {"action": "system_button", "button": "enter"}
+            if isinstance(op, Stop):
+                args = {"action": "terminate", "status": "success"}
+        call = json.dumps({"name": "mobile_use", "arguments": args})
+        if key == "gui-owl-1.5":
+            return Behaviour.reply(f"Action: do the next step.\n<tool_call>\n{call}\n</tool_call>")
+        if key == "mai-ui":
+            return Behaviour.reply(f"<thinking>\nThe next step.\n</thinking>\n<tool_call>\n{call}\n</tool_call>")
+        return Behaviour.reply(f"<thinking>\nThe next step.\n</thinking>\n<tool_call>\n{call}\n</tool_call>\n"
+                               "<conclusion>\nDid the next step.\n</conclusion>")
+    if key == "uitars-doubao":
+        match op:
+            case _ if tap:
+                act = rng.choice([f"click(point='<point>{p[0]} {p[1]}</point>')",
+                                  f"click(start_box='<bbox>{' '.join(map(str, _box(aim)))}</bbox>')"])
+            case OpenApp(name=n):
+                act = f"open_app(app_name='{n}')"
+            case TypeText(text=t):
+                act = "type(content='" + t.replace("'", "\\'") + "')"
+            case PageDown():
+                act = f"scroll(point='<point>{cx} {cx}</point>', direction='down')"
+            case Back():
+                act = "press_back()"
+            case Exit():
+                act = "press_home()"
+            case Enter():
+                act = "hotkey(key='enter')"
+            case Stop():
+                act = "finished(content='done')"
+            case _:
+                act = "wait()"
+        colon = rng.choice([":", "："])
+        return Behaviour.reply(f"Thought: the next step.\nAction{colon} {act}")
+    raise ValueError(f"no stand-in for family {key!r}")
+
+
+def _glm_reply(key: str, op: Operation, aim: Aim, tap: bool, p: tuple[int, int],
+               fp: tuple[int, int], rng: random.Random) -> str:
+    mw, mh = aim.space
+    if key == "cogagent":
+        box = f"[[{','.join(map(str, _box(aim)))}]]" if aim.point is not None else ""
+        match op:
+            case _ if tap:
+                g = f"CLICK(box={box}, element_info='the target')"
+            case OpenApp(name=n):
+                g = f"LAUNCH(app='{n}', url='None')"
+            case TypeText(text=t):
+                g = f"TYPE(box=[[{fp[0]-40},{fp[1]-20},{fp[0]+40},{fp[1]+20}]], text='{t}', element_info='the field')"
+            case PageDown():
+                g = f"SCROLL_DOWN(box=[[0,200,{_i(mw) - 1},800]], step_count=5, element_info='the list')"
+            case Enter():
+                g = "KEY_PRESS(key='Return')"
+            case Back():
+                g = "KEY_PRESS(key='Back')"
+            case Exit():
+                g = "KEY_PRESS(key='Home')"
+            case Stop():
+                g = "END()"
+            case _:
+                g = "WAIT()"
+        return ("Status: the screen shows [[0,0,999,80]] a status bar.\nPlan: do the task.\n"
+                f"Action: the next step.\nGrounded Operation: {g}{rng.choice(['', ' <<一般操作>>'])}")
+    obj: dict[str, Any]
+    match op:
+        case _ if tap:
+            obj = {"action_type": "click", "box_2d": [_box(aim)]}
+        case OpenApp(name=n):
+            obj = {"action_type": "open_app", "app_name": n}
+        case TypeText(text=t):
+            obj = {"action_type": "input_text", "text": t}
+        case PageDown():  # the finger's direction
+            obj = {"action_type": "swipe", "direction": "up"}
+        case Enter():
+            obj = {"action_type": "keyboard_enter"}
+        case Back():
+            obj = {"action_type": "navigate_back"}
+        case Exit():
+            obj = {"action_type": "navigate_home"}
+        case Stop():
+            obj = {"action_type": "status", "goal_status": "complete"}
+        case _:
+            obj = {"action_type": "wait"}
+    action = rng.choice([json.dumps(obj), repr(obj), f"<|begin_of_box|>{json.dumps(obj)}<|end_of_box|>"])
+    return (f"<think>The next step.</think><answer>Memory: []\nReason: the next step.\n"
+            f"Action: {action}</answer>")
+
+
+def _claude_call(op: Operation, tap: bool, p: tuple[int, int], cx: int, cy: int
+                 ) -> tuple[str, dict[str, Any]]:
+    match op:
+        case _ if tap:
+            return "computer", {"action": "left_click", "coordinate": list(p)}
+        case OpenApp(name=n):
+            return "open_app", {"name": n}
+        case TypeText(text=t):
+            return "computer", {"action": "type", "text": t}
+        case PageDown():
+            return "computer", {"action": "scroll", "coordinate": [cx, cy], "scroll_direction": "down",
+                                "scroll_amount": 5}
+        case Enter():
+            return "computer", {"action": "key", "text": "Return"}
+        case Back():
+            return "computer", {"action": "key", "text": "Back"}
+        case Exit():
+            return "computer", {"action": "key", "text": "Home"}
+        case Stop():
+            return "done", {"summary": "The task is done."}
+    return "computer", {"action": "wait", "duration": 1}
+
+
+def _gemini_call(op: Operation, tap: bool, p: tuple[int, int], fp: tuple[int, int]
+                 ) -> tuple[str, dict[str, Any]]:
+    match op:
+        case _ if tap:
+            return "click_at", {"x": p[0], "y": p[1]}
+        case OpenApp(name=n):
+            return "open_app", {"app_name": n}
+        case TypeText(text=t):  # the reference submits in its own step (key Enter)
+            return "type_text_at", {"x": fp[0], "y": fp[1], "text": t, "press_enter": False}
+        case PageDown():
+            return "scroll_document", {"direction": "down"}
+        case Enter():
+            return "key_combination", {"keys": "Enter"}
+        case Back():
+            return "go_back", {}
+        case Exit():
+            return "go_home", {}
+        case Stop():
+            return "done", {"summary": "The task is done."}
+    return "wait_5_seconds", {}
+
+
+def new_family_malformed(key: str, rng: random.Random) -> Behaviour:
+    """An unusable planner answer in the newer family ``key``'s typical ways (each one its
+    parser must re-ask on, never execute)."""
+    loop = " ".join(["click"] * 12)
+    qwen_bad = [Behaviour.reply('<tool_call>\n{"name": "mobile_use", "arguments": {"action": "click", '
+                                '"coordinate": [23'),
+                Behaviour.reply('<tool_call>\n{"name": "mobile_use", "arguments": {}}\n</tool_call>')]
+    bad: dict[str, list[Behaviour]] = {
+        "agentcpm": [Behaviour.reply('{"thought":"点击搜索","POINT":[52'),
+                     Behaviour.reply('{"thought":"输入","POINT":[500,500],"TYPE":"abc"}'),
+                     Behaviour.reply('<think>先看看屏幕' + "。" * 3 + "</think>")],
+        "glm": [Behaviour.reply('<answer>Memory: []\nReason: tap it\nAction: {"action_type": "click", '
+                                '"box_2d": [['),
+                Behaviour.reply("<answer>Memory: []\nReason: I should tap the button.</answer>"),
+                Behaviour.reply('Action: {"action_type": "teleport"}')],
+        "cogagent": [Behaviour.reply("Status: a list.\nPlan: tap it.\nAction: tap the button."),
+                     Behaviour.reply("Action: tap it.\nGrounded Operation: CLICK(box=[[12,"),
+                     Behaviour.reply("Action: hover.\nGrounded Operation: HOVER(box=[[1,2,3,4]])")],
+        "venus": [Behaviour.reply("<think>tap it</think>\n<action>Click(box=(</action>"),
+                  Behaviour.reply("<think>I need to look at the screen.</think>"),
+                  Behaviour.reply("<action>Teleport(place='home')</action>")],
+        "gelab": [Behaviour.reply("<THINK> 点击 </THINK>\nexplain:点击\taction:CLICK\tpoint:\tsummary:x"),
+                  Behaviour.reply("<THINK> 我需要先看一下屏幕上的内容"),
+                  Behaviour.reply("<THINK> x </THINK>\nexplain:x\taction:FLY\tsummary:x")],
+        "holo": [Behaviour.reply("I cannot find that element."), Behaviour.reply('{"x": 12'),
+                 Behaviour.reply(loop)],
+        "claude": [Behaviour.reply("I'll tap the button on the screen."),
+                   Behaviour.tool_call("computer", json.dumps({"action": "mouse_move", "coordinate": [10, 10]})),
+                   Behaviour.tool_call("computer", json.dumps({"action": "left_click"})),
+                   Behaviour.tool_call("computer", '{"action": "left_cl')],
+        "gemini": [Behaviour.tool_call("list_apps", "{}"),
+                   Behaviour.tool_call("click_at", '{"x": 5'),
+                   Behaviour.reply("I will click the button.")],
+        "gui-owl": [*qwen_bad, Behaviour.reply("<thinking>\ntap it\n</thinking>\n<conclusion>\ntap\n</conclusion>")],
+        "gui-owl-1.5": [*qwen_bad, Behaviour.reply("Action: tap the search box.")],
+        "mai-ui": [*qwen_bad, Behaviour.reply("<thinking>\nI will tap the box.\n</thinking>")],
+        "uitars-doubao": [Behaviour.reply("Thought: tap it.\nAction：click(point='')"),
+                          Behaviour.reply("Thought: tap it.\nAction："),
+                          Behaviour.reply("Thought: " + loop)],
+    }
+    base = {"venus-1.0": "venus", "holo-1.5": "holo", "holo-1": "holo"}.get(key, key)
+    return rng.choice(bad[base])
+
+
+def focused_field(phone: SimPhone) -> Element | None:
+    """The focused text field (where a typing answer that names a field points)."""
+    return next((e for e in phone.elements() if e.editable and e.focused), None)
+
+
+def open_app_step(phone: SimPhone, name: str) -> tuple[str, Element | None]:
+    """The next step toward opening app ``name`` for a model with no open-app action
+    (AgentCPM-GUI): tap its icon when it is on the screen ("tap"), else open the app
+    drawer from the home screen or scroll it ("drawer"), else go home ("home")."""
+    want = name.strip().lower()
+    icons = [e for e in phone.elements() if e.kind == "app_icon" and e.text.strip().lower() == want]
+    if icons:
+        return "tap", icons[0]
+    if phone.drawer_open() or phone.foreground() == phone.home_component().split("/")[0]:
+        return "drawer", None
+    return "home", None
+
+
+MODELS.update({k: model for k, (_, model) in NEW_STANDINS.items()})
+COORDINATE = (*COORDINATE, *NEW_STANDINS)
+NO_ENTER = (*NO_ENTER, "gelab", *LOCALIZERS)  # GELab's prompt has no Enter; Holo only taps
+# AgentCPM-GUI's schema has no open-app action (POINT, to, PRESS, TYPE, STATUS, duration):
+# it opens an app by tapping its icon, from the home screen or the app drawer.
+NO_OPEN: tuple[str, ...] = ("agentcpm", *LOCALIZERS)
+# Pinned variant names that are a stand-in already listed.
+ALIASES = {"uitars-1.5": "uitars", "qwen2.5": "qwen", "glm-cogagent": "cogagent"}
+
+
+def family_list(spec: str) -> list[str]:
+    """``--families``: comma-separated stand-in names (every registered family and variant,
+    see ``MODELS``), pinned variant names (``uitars-1.5``, ``qwen2.5``), or ``all``."""
+    out: list[str] = []
+    for f in (x.strip().lower() for x in spec.split(",")):
+        for name in (list(MODELS) if f == "all" else [ALIASES.get(f, f)] if f else []):
+            if name not in out:
+                out.append(name)
+    return out
 
 
 # AgentConfig is re-exported for callers that build one (tests)

@@ -9,9 +9,11 @@ with ``op`` from ``models.llm.opvocab.OP_NAMES`` and points in device pixels of 
 ``--image-side`` is the planner's ``llm.max_image_side`` when the reply came from the agent:
 the agent sends the screen fitted within it, and a family's pixel coordinates (UI-TARS-1.5,
 Qwen2.5-VL, json, tools) refer to that image (or to the server's resize of it). Without it,
-the loaded config's planner role decides (``[llm.roles.planner] max_image_side``, else
-``[llm] max_image_side``), as for the agent and ``llm check``: the same ``--config`` /
-``--set`` / ``$MOBAGENT_CONFIG``. ``--image WxH`` names the image the model saw outright
+a config named with ``--config`` / ``--set`` / ``$MOBAGENT_CONFIG`` decides, its planner
+role's side (``[llm.roles.planner] max_image_side``, else ``[llm] max_image_side``), as for
+the agent and ``llm check``; with no config named, the image the model saw is the device
+screen itself (``--screen``, as a reply from a tool that sends the screenshot as captured).
+``--image WxH`` names the image the model saw outright
 (a reply saved from another tool, whose screenshot was not the screen fitted within a side):
 the family's convention is applied to that image, and its points mapped to ``--screen``.
 A reply that is not usable exits 1; bad arguments exit 2.
@@ -20,6 +22,7 @@ A reply that is not usable exits 1; bad arguments exit 2.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 import msgspec
@@ -82,11 +85,19 @@ def _tool_calls(text: str) -> tuple[str, tuple[ToolCall, ...]]:
     return (content if isinstance(content, str) else ""), tuple(calls)
 
 
+def _config_given(args: argparse.Namespace) -> bool:
+    """A config was named: ``--config``, ``--set`` or ``$MOBAGENT_CONFIG``."""
+    return bool(getattr(args, "config", None) or getattr(args, "set", None)
+                or os.environ.get("MOBAGENT_CONFIG"))
+
+
 def cmd_parse(args: argparse.Namespace) -> int:
     side = args.image_side
-    if side is None and args.image is None:  # the planner's image size, as the agent that got the reply had it
+    if side is None and args.image is None and _config_given(args):
+        # the planner's image size, as the agent with that config had it
         cfg = config_from_args(args, AgentConfig, unknown_sections="ignore")
         side = cfg.llm.role("planner").max_image_side
+    # else, with no config named: the image the model saw is the device screen itself
     try:
         family = get_family(args.family, args.model or "", max_image_side=side, image=args.image)
     except ValueError as exc:
@@ -130,8 +141,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                        help="the device screen in pixels (default 1080x2400)")
     parse.add_argument("--image-side", type=_image_side, default=None, metavar="PX",
                        help="the longer side of the screenshot the model got, as the agent "
-                            "sends it; default: the loaded config's planner llm.max_image_side "
-                            "([llm.roles.planner], else [llm]; 1024 in the shipped config). "
+                            "sends it; default: with a config named (--config, --set, "
+                            "$MOBAGENT_CONFIG), its planner llm.max_image_side ([llm.roles."
+                            "planner], else [llm]); with none, the screen at its own size. "
                             "A side at least the screen's: the screen at its own size")
     parse.add_argument("--image", type=_screen, default=None, metavar="WxH",
                        help="the image the model saw, in pixels, when it is not the screen "

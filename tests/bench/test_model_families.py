@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from bench.model_families import gpt4o_image_tokens, main, model_space, smart_resize
 from models.llm.families import smart_resize as product_smart_resize
+from protocol.operations import Operation, Stop
 
 
 def test_gpt4o_image_tokens_follow_the_published_examples() -> None:
@@ -157,3 +159,143 @@ def test_the_stand_in_grounder_answers_the_planned_targets_box_in_its_familys_fo
     assert grounder.stats["asked"] == 200 and grounder.stats["elsewhere"] > 0
     board.intent = Intent("plan", op=ClickIcon("search"), box=None)  # not on the screen
     assert ask("the icon: search")[0] == "NONE"
+
+
+# -- the newer families' stand-ins: each answer parsed back by the family itself ------------
+
+NEWER = ["agentcpm", "glm", "cogagent", "venus", "venus-1.0", "gelab", "holo", "holo-1.5",
+         "holo-1", "claude", "gemini", "gui-owl", "gui-owl-1.5", "mai-ui", "uitars-doubao"]
+SCREEN = (1080, 2400)
+TARGET = (100, 1000, 300, 1100)  # device pixels: a button
+FIELD = (40, 200, 1040, 300)
+
+
+def _family(key: str) -> Any:
+    from bench.model_families import NEW_STANDINS
+    from models.llm.families import get_family
+
+    kind, model = NEW_STANDINS[key]
+    return get_family(kind, model, max_image_side=1024)
+
+
+def _answer(key: str, op: Operation, *, box: tuple[int, int, int, int] | None = None,
+            seed: int = 0, noise: bool = False) -> tuple[Any, Any]:
+    """The stand-in's answer for ``op`` as a request of that family would get it, and
+    the family's geometry for the screen."""
+    import random
+
+    from bench.model_families import Aim, model_space, new_family_malformed, new_family_reply
+
+    fam = _family(key)
+    geom = fam.geometry(*SCREEN)
+    space = model_space(key, geom.sent_size)
+    rng = random.Random(seed)
+    if noise:
+        return new_family_malformed(key, rng), geom
+    sw, sh = SCREEN
+    point = None
+    aim = Aim(space)
+    if box is not None:
+        x0, y0, x1, y1 = box
+        point = ((x0 + x1) / 2 / sw * space[0], (y0 + y1) / 2 / sh * space[1])
+        aim = Aim(space, point, ((x1 - x0) / 2 / sw * space[0], (y1 - y0) / 2 / sh * space[1]))
+    aim.field = ((FIELD[0] + FIELD[2]) / 2 / sw * space[0], (FIELD[1] + FIELD[3]) / 2 / sh * space[1])
+    return new_family_reply(key, op, aim, rng), geom
+
+
+def _parse(key: str, behaviour: Any, geom: Any) -> Operation:
+    from models.llm.families import ToolCall
+
+    calls = tuple(ToolCall(n, a) for n, a in behaviour.tool_calls or ())
+    return _family(key).parse(behaviour.text or "", geom, calls).operation
+
+
+@pytest.mark.parametrize("key", NEWER)
+def test_each_newer_stand_in_taps_the_target_in_its_convention(key: str) -> None:
+    from protocol.operations import ClickText, TapPoint
+
+    for seed in range(6):  # every spelling the stand-in draws
+        b, geom = _answer(key, ClickText("Save"), box=TARGET, seed=seed)
+        op = _parse(key, b, geom)
+        assert isinstance(op, TapPoint), (key, b)
+        # the centre (200, 1050), within a pixel or two of rounding in the model's grid
+        assert abs(op.x - 200) <= 4 and abs(op.y - 1050) <= 4, (key, b, op)
+
+
+@pytest.mark.parametrize("key", [k for k in NEWER if not k.startswith("holo")])
+def test_each_newer_stand_in_speaks_every_reference_operation(key: str) -> None:
+    from protocol.operations import (
+        Back,
+        Enter,
+        Exit,
+        OpenApp,
+        PageDown,
+        Stop,
+        Swipe,
+        SwipePoints,
+        TapPoint,
+        TypeText,
+    )
+
+    for seed in range(3):
+        def parsed(op: Operation, box: tuple[int, int, int, int] | None = None) -> Operation:
+            b, geom = _answer(key, op, box=box, seed=seed)  # noqa: B023
+            return _parse(key, b, geom)
+
+        typed = parsed(TypeText("hello world"))
+        assert isinstance(typed, TypeText) and typed.text == "hello world", (key, typed)
+        assert parsed(Back()) == Back()
+        assert parsed(Exit()) == Exit()
+        assert isinstance(parsed(Stop()), Stop)
+        down = parsed(PageDown())  # shows what is below: a wheel, or the finger moving up
+        assert down in (PageDown(), Swipe("up")) or (
+            isinstance(down, SwipePoints) and down.y2 < down.y1), (key, down)
+        if key == "agentcpm":  # no open-app action: it taps the icon the policy found
+            assert isinstance(parsed(OpenApp("Notes"), box=TARGET), TapPoint)
+        else:
+            assert parsed(OpenApp("Notes")) == OpenApp("Notes")
+        enter = parsed(Enter(), box=TARGET if key == "gelab" else None)
+        # GELab's prompt has no Enter: it taps the keyboard's action key
+        assert enter == (TapPoint(200, 1050) if key == "gelab" else Enter()) or (
+            key == "gelab" and isinstance(enter, TapPoint)), (key, enter)
+
+
+@pytest.mark.parametrize("key", NEWER)
+def test_each_newer_stand_ins_malformed_answers_are_refused(key: str) -> None:
+    from models.llm.errors import ParseError
+
+    seen = set()
+    for seed in range(40):
+        b, geom = _answer(key, Stop(), seed=seed, noise=True)
+        seen.add((b.text, b.tool_calls))
+        with pytest.raises(ParseError):
+            _parse(key, b, geom)
+    assert len(seen) >= 3
+
+
+def test_every_registered_family_is_a_stand_in() -> None:
+    from bench.model_families import MODELS, family_list
+    from models.llm.families import FAMILY_NAMES
+
+    assert set(FAMILY_NAMES) <= set(MODELS)
+    assert family_list("all") == list(MODELS)
+    assert family_list("uitars-1.5,qwen2.5,claude") == ["uitars", "qwen", "claude"]
+
+
+def test_agentcpm_opens_an_app_from_the_drawer() -> None:
+    from bench.model_families import open_app_step
+    from sim.phone import SimPhone
+    from sim.phone_api import DeviceInfo
+
+    phone = SimPhone(DeviceInfo("d"), seed=0)
+    assert open_app_step(phone, "Notes")[0] == "tap"  # on the home screen
+    assert open_app_step(phone, "YouTube") == ("drawer", None)
+    phone.swipe(540, 1800, 540, 900, 300)  # the finger up: the drawer
+    for _ in range(4):
+        nav, el = open_app_step(phone, "YouTube")
+        if nav == "tap":
+            break
+        phone.swipe(540, 1800, 540, 900, 300)
+    assert nav == "tap" and el is not None
+    phone.tap(*el.center)
+    assert phone.foreground() != phone.home_component().split("/")[0]

@@ -187,7 +187,8 @@ def test_qwen25_corpus(reply: str, op: Operation) -> None:
 def test_qwen_tool_calls_and_qwen3_relative() -> None:
     call = ToolCall("mobile_use", '{"action": "click", "coordinate": [500, 500]}')
     assert parse("qwen", "", "Qwen3-VL-8B-Instruct", (call,)) == TapPoint(540, 1200)
-    assert parse("qwen", "", "GUI-Owl-7B", (call,)) == TapPoint(540, 1200)
+    # GUI-Owl 1.0: absolute pixels of the smart-resize, as Qwen2.5-VL (see qwen.py's docstring)
+    assert parse("qwen", "", "GUI-Owl-7B", (call,)) == parse("qwen", "", "qwen2.5-vl-7b", (call,))
     assert parse("qwen", "", "qwen2.5-vl-7b", (call,)) == TapPoint(495, 498)
 
 
@@ -275,11 +276,32 @@ def test_degenerate_replies_are_unusable(family: str, reply: str) -> None:
     ("model", "family"),
     [("UI-TARS-1.5-7B", "uitars"), ("Qwen2.5-VL-72B-Instruct", "qwen"), ("qwen3-vl-235b", "qwen"),
      ("GUI-Owl-32B", "qwen"), ("autoglm-phone-9b", "autoglm"), ("gpt-4o", "react"),
-     ("claude-sonnet-4", "react")],
+     ("claude-sonnet-4-5", "claude")],
 )
 def test_auto_picks_from_the_model_name(model: str, family: str) -> None:
     assert auto_family_name(model) == family
     assert get_family("auto", model).name == family
+
+
+# Anthropic's computer use tool versions (platform.claude.com/docs/en/agents-and-tools/
+# tool-use/computer-use-tool): computer_20250124 for Claude Sonnet 3.7 and the Claude 4
+# models (Sonnet 4, Opus 4, Opus 4.1, Sonnet 4.5, Haiku 4.5), computer_20251124 for Opus 4.5
+# and later: the same left_click / left_click_drag / type / key / scroll with a coordinate,
+# which the claude family speaks. Claude 3.5 Sonnet (new)'s computer_20241022 clicks where a
+# mouse_move put the cursor (left_click without a coordinate, re-asked here; the model is
+# retired), and the chat-only Claude 3 / 3.5 Haiku / Opus have no computer use: react.
+@pytest.mark.parametrize(("model", "family"), [
+    ("claude-3-7-sonnet-20250219", "claude"), ("anthropic/claude-3.7-sonnet", "claude"),
+    ("anthropic.claude-3-7-sonnet-20250219-v1:0", "claude"), ("claude-sonnet-4-20250514", "claude"),
+    ("claude-sonnet-4", "claude"), ("claude-opus-4-20250514", "claude"), ("claude-opus-4-1", "claude"),
+    ("claude-4-sonnet", "claude"), ("claude-haiku-4-5", "claude"), ("claude-opus-4-5", "claude"),
+    ("claude-sonnet-5", "claude"),
+    ("claude-3-5-sonnet-20241022", "react"), ("claude-3-5-sonnet-20240620", "react"),
+    ("claude-3-5-haiku-20241022", "react"), ("claude-3-opus-20240229", "react"),
+    ("claude-3-haiku-20240307", "react"), ("claude-2.1", "react"),
+])
+def test_auto_picks_claude_where_its_computer_tool_takes_coordinates(model: str, family: str) -> None:
+    assert auto_family_name(model) == family
 
 
 def test_unknown_family_names_the_known_ones() -> None:

@@ -98,12 +98,24 @@ def test_image_side_maps_as_the_agent_does(
 def test_without_image_side_the_config_decides(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """The same UI-TARS-1.5 numbers without --image-side: the config's planner side."""
+    """The same UI-TARS-1.5 numbers without --image-side: with no config named, the image
+    the model saw is the device screen itself; with one, its planner side."""
     f = tmp_path / "r.txt"
     f.write_text("Action: click(start_box='(224,518)')")
     argv = ["llm", "parse", "--family", "uitars", "--model", "UI-TARS-1.5-7B", str(f)]
-    # The shipped config: max_image_side = 1024, so as with --image-side 1024.
+    # No config named: the screen 1080x2400 as sent, smart-resized by the server to
+    # 1092x2408 (not the shipped config's 1024 side, which only the agent's screenshots had).
     monkeypatch.delenv("MOBAGENT_CONFIG", raising=False)
+    rc, out = run(argv, capsys)
+    assert rc == 0 and out["operation"]["args"] == {"x": 222, "y": 516}  # type: ignore[index]
+    # The same as --image 1080x2400
+    rc, out = run([*argv[:-1], "--image", "1080x2400", str(f)], capsys)
+    assert rc == 0 and out["operation"]["args"] == {"x": 222, "y": 516}  # type: ignore[index]
+    # A config named (here the shipped one's values: max_image_side = 1024) decides, as with
+    # --image-side 1024.
+    shipped = tmp_path / "shipped.toml"
+    shipped.write_text("[llm]\nmax_image_side = 1024\n")
+    monkeypatch.setenv("MOBAGENT_CONFIG", str(shipped))
     rc, out = run(argv, capsys)
     assert rc == 0 and out["operation"]["args"] == {"x": 540, "y": 1200}  # type: ignore[index]
     # The planner role's own size wins over [llm]'s: 2400 sends the screen at its own size,

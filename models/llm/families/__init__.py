@@ -53,7 +53,12 @@ def _qwen_variant(model: str) -> str:
         return "owl1.5"
     if re.search(r"mai-?ui", m):
         return "mai"
-    return "3" if ("qwen3" in m or "gui-owl" in m or "guiowl" in m) else "2.5"
+    # GUI-Owl 1.0 (GUI-Owl-7B/32B, on Qwen2.5-VL) answers absolute pixels of the image its
+    # processor smart-resizes (factor 28), as Qwen2.5-VL does: Mobile-Agent-v3's run script
+    # defaults to --coor_type abs (0-1000 only with --coor_type qwen-vl, "such as Seed-VL"),
+    # and its AndroidWorld agent (gui_owl.py) smart-resizes with factor 28 and states that
+    # size in the prompt. Pin qwen3 for a GUI-Owl served with relative coordinates.
+    return "3" if "qwen3" in m else "2.5"
 
 
 def _venus_variant(model: str) -> str:
@@ -101,9 +106,21 @@ _PINNED: dict[str, FamilyMaker] = {
 FAMILY_NAMES: tuple[str, ...] = tuple(FAMILIES)
 
 
+# Claude names whose computer tool takes a coordinate with each click: Sonnet 3.7 and every
+# Claude 4 or later (claude-sonnet-4, claude-opus-4-1, claude-haiku-4-5, claude-4-sonnet,
+# claude-3-7-sonnet-20250219, anthropic/claude-3.7-sonnet). Not Claude 3.5 Sonnet (new): its
+# computer_20241022 clicks where a separate mouse_move put the cursor (left_click has no
+# coordinate), which this family re-asks, and the model is retired; nor the chat-only
+# Claude 3 / 3.5 Haiku / Opus models, which have no computer use: react for those.
+_CLAUDE_CU = re.compile(
+    r"claude-3[-.]7-sonnet|claude-sonnet-3[-.]7|claude-(?:sonnet|opus)-[4-9]|claude-haiku-(?:4[-.]?[5-9]|[5-9])"
+    r"|claude-[4-9](?:[-.]\d)?-(?:sonnet|opus|haiku)"
+)
+
+
 def auto_family_name(model: str) -> str:
-    """The family a model name implies; ``react`` when the name says nothing (GPT, Claude,
-    Gemini and most others follow a text prompt)."""
+    """The family a model name implies; ``react`` when the name says nothing (GPT, Gemini
+    chat models, Claude 3 / 3.5 and most others follow a text prompt)."""
     m = model.lower()
     if "ui-tars" in m or "uitars" in m or "ui_tars" in m:
         return "uitars"
@@ -113,10 +130,12 @@ def auto_family_name(model: str) -> str:
         return "autoglm"
     if "agentcpm-gui" in m or "agentcpm_gui" in m:
         return "agentcpm"
-    # Computer-use models: Gemini's by name; Claude from 4.5 on (earlier Claude names keep react).
+    # Computer-use models: Gemini's by name; Claude where its computer tool is the one this
+    # family speaks (Anthropic's tool versions: computer_20250124 for Claude Sonnet 3.7 and
+    # the Claude 4 models, computer_20251124 for Opus 4.5 and later, with the same actions).
     if "gemini" in m and "computer-use" in m:
         return "gemini"
-    if re.search(r"claude-(?:sonnet|opus|haiku)-4[-.]?[5-9]|claude-(?:sonnet|opus|haiku)-[5-9]", m):
+    if _CLAUDE_CU.search(m):
         return "claude"
     if re.search(r"(?:hcompany/)?holo[123]", m):
         return "holo"

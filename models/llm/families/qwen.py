@@ -29,9 +29,14 @@ to start from), ``drag`` (``start_coordinate``, ``end_coordinate``), ``open``,
 
 Coordinates: Qwen2.5-VL answers absolute pixels of the image it received, which is the
 screenshot as sent (the screen fitted within ``llm.max_image_side``) smart-resized by the
-server's processor (factor 28, at most 12845056 pixels); Qwen3-VL and GUI-Owl answer
+server's processor (factor 28, at most 12845056 pixels); Qwen3-VL answers
 0–1000 relative (their images are smart-resized with factor 32, which the numbers no
 longer depend on); GUI-Owl-1.5 answers 0–1000 too, and MAI-UI 0–999 (divided by 999).
+GUI-Owl 1.0 (GUI-Owl-7B/32B, Qwen2.5-VL based) answers like Qwen2.5-VL, absolute pixels of
+the smart-resize (factor 28): Mobile-Agent-v3's ``mobile_v3/run_mobileagentv3.py`` defaults
+to ``--coor_type abs`` (its README: set ``qwen-vl`` only for a model that "outputs relative
+coordinates from 0 to 1000, such as Seed-VL"), and ``android_world_v3/.../gui_owl.py``
+sends the screenshot smart-resized with factor 28 and names that size in the prompt.
 The model name picks the variant (``qwen2.5``, ``qwen3``, ``gui-owl-1.5`` or ``mai-ui``
 name one explicitly).
 """
