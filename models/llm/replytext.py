@@ -115,6 +115,9 @@ def parse_point(raw: str, what: str = "point") -> tuple[float, float]:
     )
 
 
+TRUNCATED = "\0truncated"  # a Call's text when its closing parenthesis is missing
+
+
 class Call:
     """One Python-style call found in a reply: ``name(key='value', ...)``."""
 
@@ -125,6 +128,11 @@ class Call:
         self.args = args
         self.positional = positional  # the argument text when it has no key=
         self.text = text
+
+    @property
+    def truncated(self) -> bool:
+        """The call's closing ``)`` never came (a reply cut off mid-call)."""
+        return self.text == TRUNCATED
 
     def __repr__(self) -> str:
         return f"Call({self.name!r}, {self.args!r})"
@@ -191,7 +199,7 @@ def find_calls(text: str, names: Sequence[str]) -> list[Call]:
         line = text[m.end(): line_end if line_end >= 0 else len(text)]
         close = line.rfind(")")
         if close < 0:
-            calls.append(Call(m.group(1).lower(), {}, "", "\0truncated"))
+            calls.append(Call(m.group(1).lower(), {}, "", TRUNCATED))
             continue
         argtext = line[:close]
         args, positional = parse_kwargs(argtext)
@@ -204,7 +212,7 @@ def last_call(text: str, names: Sequence[str], *, syntax: str) -> Call:
     if not calls:
         raise ParseError(f"no action call found. Answer with one action, e.g. {syntax}", text)
     call = calls[-1]
-    if call.text == "\0truncated":
+    if call.truncated:
         raise ParseError(f"the {call.name}(...) call is cut off: its closing ')' is missing", text)
     return call
 

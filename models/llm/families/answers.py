@@ -128,7 +128,7 @@ class AnswerFormat:
                     return str(args.get("text", ""))
         if self.family in _ANSWER_CALLS:
             fn, key = _ANSWER_CALLS[self.family]
-            calls = [c for c in find_calls(text, (fn,)) if c.text != "\0truncated"]
+            calls = [c for c in find_calls(text, (fn,)) if not c.truncated]
             if calls:
                 said = calls[-1].args.get(key, calls[-1].positional)
                 return re.sub(r"\\n", "\n", said)

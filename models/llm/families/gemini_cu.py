@@ -143,7 +143,7 @@ def _from_text(text: str) -> tuple[str, Mapping[str, Any]]:
             args = decode_object(raw) if isinstance(raw, str) else raw
             if args is not None:
                 return name, args
-    calls = [c for c in find_calls(body, _NAMES) if c.text != "\0truncated"]
+    calls = [c for c in find_calls(body, _NAMES) if not c.truncated]
     if calls:
         c = calls[-1]
         return c.name, {k: v.strip().strip("'\"") for k, v in c.args.items()}

@@ -247,7 +247,7 @@ class GLMFamily(FamilyBase):
             if not calls:
                 raise ParseError(f"no action found: end with Action: {_GLM_EXAMPLE}", text)
             call = calls[-1]
-            if call.text == "\0truncated":
+            if call.truncated:
                 raise ParseError(f"the {call.name}(...) call is cut off: its closing ')' is missing", text)
             op, shown = desktop_call_to_operation(call), call.text
         if memory.strip() in ("[]", "{}"):  # the desktop format's "nothing to keep"
@@ -261,7 +261,7 @@ class GLMFamily(FamilyBase):
                              "CLICK(box=[[x1,y1,x2,y2]], element_info='...')", text)
         line = cleaned[ops[-1].end():].strip().split("\n")[0]
         calls = find_calls(line, _COG)
-        if not calls or calls[0].text == "\0truncated":
+        if not calls or calls[0].truncated:
             raise ParseError(f"could not read the operation {line[:80]!r}", text)
         head = cleaned[: ops[-1].start()]
         act = list(_ACTION_RE.finditer(head))
