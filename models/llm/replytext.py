@@ -57,33 +57,54 @@ def with_original_text(op: Operation, original: str) -> Operation:
 _THINK_TAGS = ("think", "thinking", "reasoning", "reflection")
 # Wrappers whose content IS the answer: only the tags go.
 _KEEP_TAGS = ("answer", "conclusion", "tool_call", "action", "output")
-_SPECIAL_TOKENS = (
+# Model vocabulary tokens that serving stacks leak into text, inside calls too
+# (`click(start_box='<|box_start|>(1,2)<|box_end|>')`): removed wherever they stand, so no
+# operation can carry one as its text.
+SPECIAL_TOKENS = (
     "<|begin_of_box|>", "<|end_of_box|>", "<|box_start|>", "<|box_end|>", "<|im_end|>",
     "<|endoftext|>", "<|end|>",
 )
 
 
+def _in_argument(text: str, at: int) -> bool:
+    """Whether ``at`` lies inside an open parenthesis of its line: there a tag is text the
+    operation carries (``Type (<think>)``), not markup around the answer."""
+    line = text[text.rfind("\n", 0, at) + 1:at]
+    return line.count("(") > line.count(")")
+
+
+def _markup(pattern: str, text: str) -> list[re.Match[str]]:
+    return [m for m in re.finditer(pattern, text, flags=re.DOTALL | re.IGNORECASE)
+            if not _in_argument(text, m.start())]
+
+
+def _cut(text: str, spans: list[re.Match[str]], by: str = "\n") -> str:
+    for m in reversed(spans):
+        text = text[:m.start()] + by + text[m.end():]
+    return text
+
+
 def strip_reasoning(text: str) -> str:
     """Drop think blocks. A closed block goes whole; a closing tag with no opening one means
     everything before it was thinking; an opening tag never closed leaves the rest in place
-    (the action is then found as the LAST structured call, after the prose)."""
+    (the action is then found as the LAST structured call, after the prose). A tag inside an
+    operation's parentheses is the operation's text and stays."""
     for tag in _THINK_TAGS:
-        text = re.sub(rf"<{tag}>.*?</{tag}>", "\n", text, flags=re.DOTALL | re.IGNORECASE)
-        close = re.search(rf"</{tag}>", text, flags=re.IGNORECASE)
-        if close is not None:
-            last = list(re.finditer(rf"</{tag}>", text, flags=re.IGNORECASE))[-1]
-            text = text[last.end():]
-        text = re.sub(rf"<{tag}>", "\n", text, flags=re.IGNORECASE)
+        text = _cut(text, _markup(rf"<{tag}>.*?</{tag}>", text))
+        closes = _markup(rf"</{tag}>", text)
+        if closes:
+            text = text[closes[-1].end():]
+        text = _cut(text, _markup(rf"<{tag}>", text))
     return text
 
 
 def strip_tags(text: str, *, keep_box_tokens: bool = False) -> str:
     """Remove wrapper tags that hold the answer, and the special box tokens (keeping what
-    they enclose)."""
+    they enclose). A tag inside an operation's parentheses stays, as in strip_reasoning."""
     for tag in _KEEP_TAGS:
-        text = re.sub(rf"</?{tag}>", "\n", text, flags=re.IGNORECASE)
+        text = _cut(text, _markup(rf"</?{tag}>", text))
     if not keep_box_tokens:
-        for tok in _SPECIAL_TOKENS:
+        for tok in SPECIAL_TOKENS:
             text = text.replace(tok, "")
     return text
 

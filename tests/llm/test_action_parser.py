@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from models.llm.errors import ParseError
 from models.llm.families.react import parse_operation, parse_planner_reply
-from models.llm.replytext import normalize_punctuation
+from models.llm.replytext import SPECIAL_TOKENS, normalize_punctuation
 from protocol.operations import (
     DIRECTIONS,
     POSITIONS,
@@ -140,6 +140,14 @@ def test_reply_format_variants(reply: str) -> None:
     assert parse_planner_reply(reply).action == OpenApp("Clock")
 
 
+@pytest.mark.parametrize("op", [OpenApp("<THINK>"), TypeText("<tool_call>x</tool_call>"),
+                                ClickText("</think>"), LongPress("<answer>")])
+def test_a_tag_inside_the_parentheses_is_the_operations_text(op: Operation) -> None:
+    # Found by hypothesis: wrapper and think tags were stripped inside the argument too.
+    reply = f"Thought: <think>why</think> tap it\nAction: {format_operation(op)}"
+    assert parse_planner_reply(reply).action == op
+
+
 @pytest.mark.parametrize(
     ("reply", "why"),
     [
@@ -167,7 +175,9 @@ texts = st.text(
     min_size=1, max_size=40,
 ).map(str.strip).filter(lambda t: t != "" and operation_problem(TypeText(t)) is None
                         # a quoted argument is read unquoted (models quote what they type)
-                        and not (len(t) >= 2 and t[0] in "\"'`" and t[-1] == t[0]))
+                        and not (len(t) >= 2 and t[0] in "\"'`" and t[-1] == t[0])
+                        # a model's special tokens are removed wherever they appear
+                        and not any(tok in t for tok in SPECIAL_TOKENS))
 
 operations: st.SearchStrategy[Operation] = st.one_of(
     texts.map(OpenApp),
