@@ -660,6 +660,23 @@ def _autoglm_call(op: Operation, point: tuple[float, float] | None,
 # ---- the policy: the real LLM planner, with the stand-in told what to answer -----------------
 
 
+def where(phone: SimPhone) -> str:
+    """The page the phone shows (its screen and that screen's parameters: which product,
+    which note), for telling whether a tap navigated."""
+    return f"{phone.current_screen()} {sorted(phone.screen_params().items())!r}"
+
+
+@dataclass(frozen=True)
+class Aimed:
+    """A tap the stand-in meant for a target: the operation, the target's box (device
+    pixels) and the screen it was aimed on."""
+
+    op: Operation
+    box: tuple[int, int, int, int]
+    screen: str
+    went_back: bool = False
+
+
 class StandInPolicy:
     """The agent's ``LLMPolicy`` (the family's prompt, parser and mapping over the real
     client); before each call the oracle decides what the stand-in is to answer. The
@@ -670,7 +687,8 @@ class StandInPolicy:
     name = "llm"
 
     def __init__(self, llm: LLMPolicy, oracle: OraclePolicy, board: Board, phone: SimPhone,
-                 coordinates: bool, task: Task | None = None, *, boxes: bool = False) -> None:
+                 coordinates: bool, task: Task | None = None, *, boxes: bool = False,
+                 stats: Counter[str] | None = None) -> None:
         self.llm = llm
         self.boxes = boxes or coordinates  # find the target's box (for the stand-in grounder)
         self.oracle = oracle
@@ -680,6 +698,10 @@ class StandInPolicy:
         self.coordinates = coordinates
         self._pending: Operation | None = None
         self._meant: dict[int, tuple[Operation, bool]] = {}  # history index -> (op, not seen)
+        self._aimed: Aimed | None = None  # the last tap meant for a target, until judged
+        # missed taps made good ("back_after_a_miss", "retap_after_a_miss"), on the board
+        self.stats: Counter[str] = stats if stats is not None else Counter()
+        self._retapping = False  # the pending op is a missed tap tried again (once only)
 
     @property
     def image_view(self) -> tuple[int, int] | None:
@@ -696,7 +718,36 @@ class StandInPolicy:
             history.append(rec)
         return dataclasses.replace(ctx, history=tuple(history)) if history else ctx
 
+    def _after_a_miss(self) -> Operation | None:
+        """What a model does that sees its last tap missed: the stand-in's noise puts a tap
+        off its target, and a real model, looking at the next screen, sees that the page
+        it meant to reach is not there (or its target is still waiting). It goes Back once
+        if the stray tap left the screen, then taps the target again, once. Judged from the
+        simulator's ground truth: where the tap landed against the target's box."""
+        aimed, self._aimed = self._aimed, None
+        if aimed is None:
+            return None
+        if aimed.went_back:  # the Back after a stray tap: is the target's screen back?
+            if where(self.phone) != aimed.screen:
+                return None  # Back did not undo the stray tap: go on as the oracle says
+        else:
+            touch = self.phone.last_touch
+            if touch is None:
+                return None  # no tap happened (not found, refused): the oracle's fixes apply
+            x0, y0, x1, y1 = aimed.box
+            if x0 <= touch[0] <= x1 and y0 <= touch[1] <= y1:
+                return None
+            if where(self.phone) != aimed.screen:
+                self._aimed = dataclasses.replace(aimed, went_back=True)
+                self.stats["back_after_a_miss"] += 1
+                return Back()
+        self.stats["retap_after_a_miss"] += 1
+        self._retapping = True
+        return aimed.op
+
     async def decide(self, ctx: StepContext) -> Decision:
+        if self._pending is None:
+            self._pending = await anyio.to_thread.run_sync(self._after_a_miss)
         if self._pending is None:
             self._pending = (await self.oracle.decide(self._oracle_ctx(ctx))).operation or Stop()
         op = self._pending
@@ -726,6 +777,11 @@ class StandInPolicy:
             unseen = self.coordinates and aimed and box is None
             self._meant[len(ctx.history)] = (op, unseen)
             self._pending = None
+            first_try = not self._retapping
+            self._retapping = False
+            self.phone.last_touch = None
+            if aimed and box is not None and first_try:
+                self._aimed = Aimed(op, box, await anyio.to_thread.run_sync(where, self.phone))
         return d
 
     async def choose(
@@ -812,6 +868,8 @@ def family_summary(res: SuiteResult, model: StandInModel) -> dict[str, Any]:
         "episodes_failed_by_transient_errors": len(transient),
         "snapped": c["grounded_snapped"],
         "points_off_sent": st["points_off"],
+        "missed_taps_retapped": st["retap_after_a_miss"],
+        "back_after_a_miss": st["back_after_a_miss"],
         "grounded": {k.removeprefix("grounded_"): v for k, v in sorted(c.items())
                      if k.startswith("grounded_")},
         "image_tokens_per_task": round(st["image_tokens"] / n, 1),
@@ -875,7 +933,7 @@ async def run_family(family: str, args: argparse.Namespace, chosen: list[type[Ta
                                   keep_screenshots=cfg.agent.keep_screenshots,
                                   max_reasks=cfg.agent.max_reasks)
                 return StandInPolicy(inner, OraclePolicy(task, phone), board, phone, coordinates,
-                                     task, boxes=hybrid)
+                                     task, boxes=hybrid, stats=board.stats)
 
             try:
                 res = await run_suite(chosen, args.seeds, devices=args.devices,
@@ -919,14 +977,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _table(rows: dict[str, dict[str, Any]], oracle_su: float | None) -> str:
     head = (f"{'family':14} {'SU':>5} {'dSU':>6} {'parse_f':>7} {'malf':>5} {'retries':>7} "
-            f"{'transient':>9} {'snapped':>7} {'grndr':>5} {'img_tok':>8} {'v1_tok':>8} {'ratio':>6}")
+            f"{'transient':>9} {'snapped':>7} {'grndr':>5} {'off':>4} {'retap':>5} {'back':>4} "
+            f"{'img_tok':>8} {'v1_tok':>8} {'ratio':>6}")
     out = [head, "-" * len(head)]
     for name, r in rows.items():  # name: the family, "+hybrid" with the stand-in grounder
         d = "" if oracle_su is None else f"{r['SU'] - oracle_su:+.2f}"
         out.append(f"{name:14} {r['SU']:5.2f} {d:>6} {r['parse_failures']:7d} "
                    f"{r['malformed_sent']:5d} {r['retries']:7d} "
                    f"{r['episodes_failed_by_transient_errors']:9d} {r['snapped']:7d} "
-                   f"{r['grounded'].get('grounder', 0):5d} "
+                   f"{r['grounded'].get('grounder', 0):5d} {r['points_off_sent']:4d} "
+                   f"{r['missed_taps_retapped']:5d} {r['back_after_a_miss']:4d} "
                    f"{r['image_tokens_per_task']:8.0f} {r['v1_image_tokens_per_task']:8.0f} "
                    f"{(r['image_tokens_vs_v1'] or 0):6.3f}")
     return "\n".join(out)

@@ -105,6 +105,9 @@ class SimPhone(Navigator):
         self.seed = seed
         self.perturbation = Perturbation.from_seed(seed)
         self.clock: Callable[[], float] = time.monotonic  # replaceable in tests
+        # Where the last tap or long press landed: ground truth for benchmarks (whether a
+        # stand-in model's tap hit its target), never read by the agent.
+        self.last_touch: tuple[int, int] | None = None
         self._lock = threading.RLock()
         self._apps: dict[str, App[Any]] = {}
         for app in APPS:
@@ -694,6 +697,7 @@ class SimPhone(Navigator):
         self._symbols = False
 
     def _touch(self, x: int, y: int, long: bool) -> None:
+        self.last_touch = (x, y)
         frame = self._frame()
         for hit in reversed(frame.nav_hits):
             if contains(hit.box, x, y):

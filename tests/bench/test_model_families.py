@@ -299,3 +299,59 @@ def test_agentcpm_opens_an_app_from_the_drawer() -> None:
     assert nav == "tap" and el is not None
     phone.tap(*el.center)
     assert phone.foreground() != phone.home_component().split("/")[0]
+
+
+def test_a_stand_in_that_missed_its_tap_goes_back_and_taps_again() -> None:
+    # settings-1: Open Settings, Display, Dark mode. The stand-in's noise sends the Display
+    # tap onto another row (Network & internet); as a model that sees the wrong page would,
+    # it goes Back once, then taps Display again, then goes on with the reference.
+    import random
+
+    import anyio
+
+    from actors.planner import Decision, StepContext
+    from bench.model_families import Board, StandInPolicy
+    from host.oracle import OraclePolicy
+    from models.llm.prompts.shared import PastStep
+    from protocol.operations import Back, ClickText
+    from sim.eval.ground_truth import GroundTruthExecutor, resolve
+    from sim.eval.tasks import TASKS
+    from sim.phone import SimPhone
+    from sim.phone_api import DeviceInfo
+
+    cls = next(t for t in TASKS if t.task_id() == "settings-1")
+    task = cls(0)
+    phone = SimPhone(DeviceInfo("miss"), seed=0)
+    task.setup(phone)
+    board = Board("uitars", "miss", task.instruction, (1080, 2400), random.Random(0))
+
+    class Echo:  # the family's model answers what the board says it means
+        image_view = None
+
+        async def decide(self, ctx: StepContext) -> Decision:
+            assert board.intent is not None and board.intent.op is not None
+            return Decision("", "", "", board.intent.op)
+
+    policy = StandInPolicy(Echo(), OraclePolicy(task, phone), board, phone,  # type: ignore[arg-type]
+                           coordinates=True, task=task, stats=board.stats)
+    run = GroundTruthExecutor(phone)
+    history: list[PastStep] = []
+
+    def decide() -> Operation | None:
+        op = anyio.run(policy.decide, StepContext("x", b"", history=tuple(history))).operation
+        assert op is not None
+        history.append(PastStep(action=op, verdict="ok"))
+        return op
+
+    assert decide() == task.reference[0]
+    run.run(task.reference[0])
+    assert decide() == ClickText("Display")
+    stray = resolve(phone, ClickText("Network & internet"))
+    assert stray is not None
+    phone.tap(*stray.center)  # the noisy tap lands on the row above
+    assert decide() == Back()
+    run.run(Back())
+    assert decide() == ClickText("Display")
+    run.run(ClickText("Display"))
+    assert decide() == ClickText("Dark mode")
+    assert board.stats == {"back_after_a_miss": 1, "retap_after_a_miss": 1}
