@@ -162,6 +162,10 @@ class PerceptionEngine:
         except ProviderError as exc:  # perception.providers names a missing accelerator
             raise ConfigError(str(exc)) from exc
         self.timeout_s = self.perception.settings.timeout_s
+        # A grounding answers within this, whatever it waits on, so that it always reaches
+        # its asker (who waits serve_timeout_for(timeout_s) plus a margin) with the grounder
+        # calls it made: an answer lost to a timeout would leave them uncharged.
+        self.answer_within_s = serve_timeout_for(self.timeout_s)
         if grounder is None and self.perception.settings.grounder_needed():
             raise ConfigError('perception.text_grounding / icon_grounding = "model" or '
                               '"hybrid" need a grounding model: set [llm.roles.grounder]')
@@ -262,16 +266,22 @@ class PerceptionEngine:
     async def ground(self, req: GroundRequest, captured: Captured) -> GroundResult:
         """The answer to ``req`` on ``captured`` (which must be the frame it names), with
         the grounder calls it made (``llm_calls``), under the request's cost cap: a call it
-        refuses ends the grounding as ``NotFound`` with ``cost_capped`` saying why."""
+        refuses ends the grounding as ``NotFound`` with ``cost_capped`` saying why, and so
+        does running out of ``answer_within_s`` (its calls still carried)."""
         op = req.operation
         t0 = time.perf_counter()
         cap, capped = request_cap(req), ""
-        with spending_cap(cap):
+        result: GroundResult = NotFound(frame_id="", query=grounder_target(op))
+        with spending_cap(cap), anyio.move_on_after(self.answer_within_s) as in_time:
             try:
                 result = await self._answer(req, captured)
             except LLMCostCapReached as exc:
                 capped = str(exc)
-                result = NotFound(frame_id="", query=grounder_target(op))
+        if in_time.cancelled_caught:
+            log.warning("grounding_out_of_time", device=req.device, s=self.answer_within_s,
+                        grounder_calls=len(cap.answered))
+            # what a cancelled call in flight cost is unknown: the provider has no answer to
+            # give, so only answered calls are carried (and charged)
         took = time.perf_counter() - t0
         self.meter.add_ground(took)
         log.debug("grounded", op=type(op).__name__, s=round(took, 3))

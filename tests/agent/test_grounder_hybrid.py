@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
+from typing import Any
 
 import msgspec
 import numpy as np
@@ -260,3 +261,28 @@ def test_an_answer_from_before_the_cost_fields_still_decodes() -> None:
     assert got.llm_calls == () and got.cost_capped == ""
     req = msgspec.json.decode(msgspec.json.encode(ask(ClickText("a"))), type=GroundRequest)
     assert (req.max_cost_usd, req.cost_usd) == (0.0, 0.0)
+
+
+async def test_a_grounding_out_of_time_still_carries_the_calls_it_made(
+    openai_server: OpenAIServer,
+) -> None:
+    # The grounder answers, then snapping its point waits past the answer's deadline (a
+    # busy CPU pool): the request is answered NotFound in time, with the call to charge.
+    import anyio
+
+    openai_server.script(Behaviour.reply("(820, 155)", prompt_tokens=700, completion_tokens=8))
+    async with LLMClient(priced(openai_server.base_url)) as llm:
+        eng = engine(llm)
+        eng.answer_within_s = 1.0
+        off_loop = eng._off_loop
+
+        async def stuck_after_the_grounder(device: str, fn: Any) -> Any:
+            if eng.grounder_calls:
+                await anyio.sleep(30)
+            return await off_loop(device, fn)
+
+        eng._off_loop = stuck_after_the_grounder  # type: ignore[method-assign]
+        with anyio.fail_after(10):
+            got = await eng.ground(ask(ClickIcon("search", "top")), captured())
+    assert isinstance(got, NotFound) and got.frame_id == "f1"
+    assert [c.prompt_tokens for c in got.llm_calls] == [700]
