@@ -40,7 +40,8 @@ from recording.events import message_event
 from runtime import topics
 from runtime.log import Redactor
 
-Status = Literal["idle", "busy", "offline", "waiting"]
+Status = Literal["idle", "busy", "offline", "waiting", "attention"]
+STATUSES: tuple[Status, ...] = ("idle", "busy", "waiting", "attention", "offline")
 MINUTE_S = 60.0
 ERROR_WINDOW_S = 300.0
 TEXT_MAX = 400  # thought / instruction characters a tile carries
@@ -88,7 +89,7 @@ class Tile:
     @property
     def status(self) -> Status:
         if self.state in ("offline", "attention"):  # attention: the detail says the fix
-            return "offline"
+            return self.state  # type: ignore[return-value]
         if self.waiting_for:
             return "waiting"
         return "busy" if self.state == "busy" else "idle"
@@ -180,7 +181,7 @@ class FleetState:
         return [self.phones[s].tile.as_json() for s in sorted(self.phones)]
 
     def header(self) -> dict[str, Any]:
-        by_status = {s: 0 for s in ("idle", "busy", "waiting", "offline")}
+        by_status = {s: 0 for s in STATUSES}
         for p in self.phones.values():
             by_status[p.tile.status] += 1
         running = sum(1 for p in self.phones.values()

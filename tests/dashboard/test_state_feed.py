@@ -115,6 +115,20 @@ def test_waiting_for_a_question_or_an_approval() -> None:
     assert tile.waiting_for == "approval"
 
 
+def test_a_phone_that_needs_attention_is_counted_apart_with_its_fix() -> None:
+    state = FleetState()
+    # a detail as the fleet's preflight writes it (devices/preflight.py, the keyguard check)
+    fix = ("keyguard: locked with a PIN, pattern or password — unlock the phone by hand, or "
+           "set Screen lock to None on a test phone: mobagent never types into a lock screen")
+    state.apply(topics.device_status("p1"), DeviceStatus(state="attention", device="p1",
+                                                         detail=fix))
+    state.apply(topics.device_status("p2"), DeviceStatus(state="offline", device="p2"))
+    tile = state.phones["p1"].tile.as_json()
+    assert (tile["status"], tile["detail"]) == ("attention", fix)
+    by_status = state.header()["by_status"]
+    assert (by_status["attention"], by_status["offline"]) == (1, 1)
+
+
 def test_queue_holds_instructions_until_they_start_or_are_refused() -> None:
     state = FleetState()
     state.apply(topics.device_instructions("p1"), Instruction(id="i1", text="a", device="p1"))

@@ -109,14 +109,16 @@
     t.instruction.title = d.instruction;
     t.step.textContent = d.episode_id ? `step ${d.step}` : "";
     t.action.textContent = d.action ? `▶ ${d.action}` : "";
-    t.thought.textContent = d.question ? `asks: ${d.question}` : d.thought;
+    // a phone that needs attention shows what to do about it (the preflight's fix)
+    t.thought.textContent = d.question ? `asks: ${d.question}`
+      : d.status === "attention" ? d.detail : d.thought;
     t.usage.textContent = d.tokens ? `${d.tokens} tokens · $${d.cost_usd.toFixed(4)}` : "";
     if (viewing === d.serial) drawPhoneHead(d);
   }
 
   function drawHeader(h) {
     $("n-phones").textContent = h.phones;
-    for (const s of ["idle", "busy", "waiting", "offline"]) $(`n-${s}`).textContent = h.by_status[s];
+    for (const s of ["idle", "busy", "waiting", "attention", "offline"]) $(`n-${s}`).textContent = h.by_status[s];
     $("n-running").textContent = h.running;
     $("n-queued").textContent = h.queued;
     $("n-steps").textContent = h.steps_per_min;
