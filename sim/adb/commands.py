@@ -592,6 +592,10 @@ def cmd_settings(ctx: Ctx, args: list[str]) -> int:
         ctx.out(value + "\n")
         return 0
     if len(args) == 4 and args[0] == "put" and args[1] in ("system", "secure", "global"):
+        refused = system.settings_write_refused(phone, args[1])
+        if refused is not None:
+            ctx.err(refused)
+            return 255
         if args[1:3] == ["secure", "default_input_method"]:
             system.select_ime(phone, args[3])
         elif args[1:3] == ["secure", "enabled_input_methods"] and \

@@ -245,6 +245,19 @@ SECURE_SETTINGS_DENIED = (
 )
 
 
+# ... and so does `settings put secure|global`, in the SettingsProvider's words. The form of
+# https://github.com/whyakari/TermuxDisableProcces/issues/1 (a POCO M3).
+SETTINGS_WRITE_DENIED = (
+    "Exception occurred while executing 'put':\n"
+    "java.lang.SecurityException: Permission denial: writing to settings "
+    "requires:android.permission.WRITE_SECURE_SETTINGS\n"
+    "        at com.android.providers.settings.SettingsProvider.enforceWritePermission"
+    "(SettingsProvider.java:2272)\n"
+    "        at com.android.providers.settings.SettingsProvider.mutateGlobalSetting"
+    "(SettingsProvider.java:1439)\n"
+)
+
+
 def _security_switch_off(phone: Phone) -> bool:
     return profile(phone).needs_usb_security and not phone.device_state.usb_security
 
@@ -257,6 +270,12 @@ def input_refused(phone: Phone, command: str) -> str | None:
 def ime_change_refused(phone: Phone) -> str | None:
     """The error `ime enable/set` prints on this phone, or None when it may."""
     return SECURE_SETTINGS_DENIED if _security_switch_off(phone) else None
+
+
+def settings_write_refused(phone: Phone, namespace: str) -> str | None:
+    """The error `settings put secure|global` prints on this phone, or None when it may
+    (the `system` namespace needs no secure permission)."""
+    return SETTINGS_WRITE_DENIED if namespace != "system" and _security_switch_off(phone) else None
 
 
 # ---- frames ------------------------------------------------------------------------------

@@ -144,6 +144,11 @@ def test_xiaomi_refuses_input_until_its_security_switch(profiled: Callable[..., 
     failure = adb_output.shell_failure(out, status)
     assert status == 255 and failure is not None and failure.kind == "secure_settings_permission"
     assert ph.phone.ime != ADB_KEYBOARD
+    status, out = ph.run(f"settings put secure default_input_method {ADB_KEYBOARD}")
+    failure = adb_output.shell_failure(out, status)
+    assert status == 255 and failure is not None and failure.kind == "secure_settings_permission"
+    assert "Exception occurred while executing 'put':" in out and ph.phone.ime != ADB_KEYBOARD
+    assert ph.run("settings put system screen_brightness 100")[0] == 0  # not a secure one
     ph.phone.device_state.usb_security = True
     assert ph.run(f"ime set {ADB_KEYBOARD}")[0] == 0
     assert ph.run("input tap 10 20")[0] == 0
