@@ -46,6 +46,7 @@ from models.llm.budget import CostCap, spending_cap
 from models.llm.errors import LLMCostCapReached, LLMError, LLMTimeout
 from models.llm.grounder import GrounderAnswer, ModelGrounder
 from models.llm.messages import ChatModel, LLMReply
+from models.ocr import OcrResult, giving_way
 from models.providers import ProviderError
 from protocol.messages import (
     Ambiguous,
@@ -240,9 +241,13 @@ class PerceptionEngine:
                 return False  # this frame is being read already
             self._reading[sha] = done = anyio.Event()
             try:
-                read = await self._off_loop(device, lambda: (
-                    p.read_text_unless_full(captured.rgb, frame_id=sha, device=device) if lazy
-                    else p.read_text(captured.rgb, frame_id=sha, device=device or None)))
+                def background() -> OcrResult | None:
+                    with giving_way(self.pool.wait_for_urgent):
+                        return (p.read_text_unless_full(captured.rgb, frame_id=sha, device=device)
+                                if lazy else p.read_text(captured.rgb, frame_id=sha,
+                                                         device=device or None))
+
+                read = await self._off_loop(device, background)
             finally:
                 del self._reading[sha]
                 done.set()

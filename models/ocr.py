@@ -17,7 +17,8 @@ import hashlib
 import importlib.util
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Literal
 
@@ -468,7 +469,10 @@ class Ocr:
                     img = cv2.resize(crops[i], (w, height)).astype(np.float32)
                     batch[j, :, :, :w] = (img.transpose(2, 0, 1) / 255.0 - 0.5) / 0.5
                 batches.append((idx, [ratios[i] for i in idx], batch))
-        preds = [self._rec.session(batch)[0] for _idx, _r, batch in batches]
+        preds = []
+        for _idx, _r, batch in batches:
+            _give_way()
+            preds.append(self._rec.session(batch)[0])
         out: list[Any] = [("", 0.0)] * len(crops)
         for (idx, line_ratios, batch), pred in zip(batches, preds, strict=True):
             decoded = self._rec.postprocess_op(
@@ -495,6 +499,7 @@ class Ocr:
             return OcrResult(width=w, height=h, lines=(), total_s=time.perf_counter() - t0)
         band = bgr[y0:y1] if (y0, y1) != (0, h) else bgr
         quads = self.detect(band, (h, w))
+        _give_way()
         t1 = time.perf_counter()
         lines = self.recognize(band, quads)
         if y0:
@@ -507,6 +512,30 @@ class Ocr:
         """`run` off the event loop, with a timeout (the thread is abandoned, not killed)."""
         with anyio.fail_after(timeout_s):
             return await anyio.to_thread.run_sync(self.run, image, abandon_on_cancel=True)
+
+
+_GIVE_WAY = threading.local()
+
+
+@contextmanager
+def giving_way(wait: Callable[[], None]) -> Iterator[None]:
+    """Inside the block this thread's OCR calls ``wait`` between its model runs (after the
+    detector, before each recogniser run): background work (a speculative read) stops there
+    while urgent work (a grounding) runs. A model run cannot be interrupted, but a read is
+    a detector run and several recogniser runs of 10-50 ms each, so urgent work waits for
+    one run at most instead of a whole read."""
+    before = getattr(_GIVE_WAY, "wait", None)
+    _GIVE_WAY.wait = wait
+    try:
+        yield
+    finally:
+        _GIVE_WAY.wait = before
+
+
+def _give_way() -> None:
+    wait = getattr(_GIVE_WAY, "wait", None)
+    if wait is not None:
+        wait()
 
 
 # One recogniser run costs about as much as this many pixels of line width (1.5-2 ms against
