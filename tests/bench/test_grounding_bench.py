@@ -132,3 +132,33 @@ def test_the_grounder_flag_measures_a_served_model_on_a_tiny_set(tmp_path: Path)
     assert (got["text_accuracy"], got["n_text"], got["icon_accuracy"], got["n_icon"]) == (1, 1, 0, 1)
     assert got["model"] == "qwen" and got["failed_calls"] == 0
     assert main(["--data", str(tmp_path / "set"), "--grounder", "http://127.0.0.1:9/v1"]) == 2
+
+
+def test_interleaved_runs_take_each_set_ups_process_cpu() -> None:
+    import math
+
+    import numpy as np
+
+    from bench.grounding import Screen, TextScore, cpu_ratio, run_interleaved, timed
+    from models.ocr import OcrResult
+
+    def busy(rounds: int) -> Any:
+        def engine(bgr: np.ndarray) -> OcrResult:
+            x = np.ones((200, 200))
+            for _ in range(rounds):
+                x = np.tanh(x @ x / 200)
+            return OcrResult(width=bgr.shape[1], height=bgr.shape[0], lines=())
+        return engine
+
+    screens = [Screen(str(k), np.zeros((8, 8, 3), np.uint8), [], []) for k in range(3)]
+    runs = run_interleaved(screens, {"light": timed(busy(1)), "heavy": timed(busy(40))})
+    (_, res_l, cpu_l), (_, _, cpu_h) = runs["light"], runs["heavy"]
+    assert set(res_l) == {"0", "1", "2"} and len(cpu_l) == len(cpu_h) == 3
+    assert all(c > 0 for c in cpu_h) and sum(cpu_h) > 5 * sum(cpu_l)
+    a = TextScore("a", 1, 1, 1, 1, 0.1, 0.2, 0.1, 1, 1, 1, 0, 0, [True], [True], [True],
+                  cpu_mean=0.2)
+    b = TextScore("b", 1, 1, 1, 1, 0.1, 0.2, 0.1, 1, 1, 1, 0, 0, [True], [True], [True],
+                  cpu_mean=0.4)
+    assert cpu_ratio(a, b) == pytest.approx(0.5)
+    assert math.isnan(cpu_ratio(a, TextScore("c", 1, 1, 1, 1, 0.1, 0.2, 0.1, 1, 1, 1, 0, 0,
+                                             [True], [True], [True])))

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import cv2
 import numpy as np
 import onnxruntime as ort
 import pytest
@@ -22,6 +21,7 @@ from models.ocr import (
     quantized_path,
 )
 from tests.fixtures.data import RicoDev
+from tests.models.conftest import read_bgr
 
 
 @pytest.fixture
@@ -65,7 +65,7 @@ def test_an_absent_static_model_falls_back_to_fp32_and_names_the_command(cache: 
 
 def test_the_optimized_graph_is_saved_once_and_loaded_again(
         cache: Path, rico_dev: RicoDev, monkeypatch: pytest.MonkeyPatch) -> None:
-    bgr = cv2.imread(str(rico_dev.screens[0].image_path))
+    bgr = read_bgr(rico_dev.screens[0].image_path)
     first = Ocr(OcrSettings())
     saved = sorted(cache.glob("opt-*.onnx"))
     assert len(saved) == 3  # det, cls, rec
@@ -75,7 +75,7 @@ def test_the_optimized_graph_is_saved_once_and_loaded_again(
 
     def spy(source: object, *args: object, **kw: object) -> ort.InferenceSession:
         loaded.append(source)
-        return real(source, *args, **kw)  # type: ignore[arg-type]
+        return real(source, *args, **kw)
 
     monkeypatch.setattr(ort, "InferenceSession", spy)
     second = Ocr(OcrSettings())
@@ -98,7 +98,7 @@ def test_no_saved_graph_when_turned_off(cache: Path) -> None:
 
 def test_dynamic_int8_is_made_on_first_use_and_reads_like_fp32(
         cache: Path, rico_dev: RicoDev) -> None:
-    bgr = cv2.imread(str(rico_dev.screens[0].image_path))
+    bgr = read_bgr(rico_dev.screens[0].image_path)
     fp32 = Ocr(OcrSettings(rec_cache=0))
     int8 = Ocr(OcrSettings(det_quant="dynamic", rec_cache=0))
     assert int8.model_kinds["det"] == "int8-dynamic"
@@ -121,7 +121,7 @@ def test_static_int8_built_from_screens_reads_a_real_screen_like_fp32(
     assert paths["rec"].with_suffix(".json").is_file()
     int8 = Ocr(OcrSettings(det_quant="static", rec_quant="static", rec_cache=0))
     assert int8.model_kinds == {"det": "int8-static", "rec": "int8-static", "cls": "fp32"}
-    bgr = cv2.imread(str(rico_dev.screens[0].image_path))
+    bgr = read_bgr(rico_dev.screens[0].image_path)
     a = _texts(Ocr(OcrSettings(rec_cache=0)), bgr)
     b = _texts(int8, bgr)
     assert len(a) >= 10 and _shared(a, b) >= 0.6, (a, b)
