@@ -299,6 +299,16 @@ def recognizer_keys(models: str, session: ort.InferenceSession) -> list[str]:
 QuantMode = Literal["none", "dynamic", "static"]
 # Bump when models/export/ocr_int8.py changes what it writes: older files are then not used.
 QUANT_RECIPE = "q1"
+# The operators static quantization turns to int8, per part (empty: every kind onnxruntime
+# can, Add and Mul included). They name the file too. The recogniser's elementwise ops
+# (hard-swish, its SVTR neck's layer norms) lost too many reads at int8 (docs/perception.md,
+# "Model levers").
+STATIC_OP_TYPES: dict[str, tuple[str, ...]] = {"det": (), "rec": ("Conv",)}
+
+
+def quant_recipe(part: str, mode: QuantMode) -> str:
+    ops = STATIC_OP_TYPES.get(part, ()) if mode == "static" else ()
+    return QUANT_RECIPE + "".join(f"-{op.lower()}" for op in ops)
 CACHE_ENV = "MOBAGENT_OCR_CACHE"
 
 
@@ -323,9 +333,10 @@ def digest(data: bytes) -> str:
 def quantized_path(models: str, part: Literal["det", "rec"], mode: QuantMode,
                    source: bytes | None = None) -> Path:
     """The cache file of a model set's int8 detector or recogniser, named by the fp32
-    model's hash, the quantization mode and the recipe (`QUANT_RECIPE`)."""
+    model's hash, the quantization mode and the recipe (`quant_recipe`)."""
     data = source if source is not None else model_source(models, part)
-    return ocr_cache_dir() / f"{models}-{part}-{digest(data)}-int8-{mode}-{QUANT_RECIPE}.onnx"
+    recipe = quant_recipe(part, mode)
+    return ocr_cache_dir() / f"{models}-{part}-{digest(data)}-int8-{mode}-{recipe}.onnx"
 
 
 def quantize_command(models: str, part: str) -> str:
@@ -347,7 +358,7 @@ def resolve_model(models: str, part: Literal["det", "rec"],
         return path, f"int8-{mode}"
     if mode == "dynamic":
         try:
-            from models.export.ocr_int8 import quantize_dynamic_bytes
+            from models.quantize import quantize_dynamic_bytes
 
             write_atomic(path, quantize_dynamic_bytes(data))
             return path, "int8-dynamic"

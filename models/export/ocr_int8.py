@@ -4,12 +4,12 @@
                                      [--mode static|dynamic] [--screens 24]
 
 "static" quantizes weights and activations (QDQ, int8 weights per channel, uint8
-activations), its activation ranges calibrated on what the detector and recogniser see when
+activations; the recogniser's convolutions alone, `STATIC_OP_TYPES`), its activation ranges calibrated on what the detector and recogniser see when
 our pipeline reads the screenshots in DIR (a folder in rico-dev's format, DIR/screens/*.jpg,
 or any folder of .png/.jpg): the detector's scaled frames and the recogniser's line batches.
 "dynamic" quantizes the weights alone and needs no screenshots (the runtime makes it itself
 on first use). The files land in `models.ocr.ocr_cache_dir()`, named by the fp32 model's hash,
-the mode and `QUANT_RECIPE`, next to a .json saying how they were made; the runtime finds
+the mode and the recipe (`models.ocr.quant_recipe`), next to a .json saying how they were made; the runtime finds
 them there. Calibrate on one dev set and measure on another (bench/grounding.py).
 """
 
@@ -19,9 +19,8 @@ import argparse
 import json
 import random
 import sys
-import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -30,82 +29,18 @@ import numpy as np
 
 from models.ocr import (
     MODEL_SETS,
-    QUANT_RECIPE,
+    STATIC_OP_TYPES,
     Ocr,
     OcrSettings,
     model_source,
+    quant_recipe,
     quantized_path,
     to_bgr,
     write_atomic,
 )
+from models.quantize import quantize_dynamic_bytes, quantize_static_bytes
 
 Part = Literal["det", "rec"]
-# The fp32 files are at opset 11-12; per-channel QDQ needs DequantizeLinear's axis (13).
-OPSET = 13
-
-
-def prepare(source: bytes, workdir: Path) -> Path:
-    """The fp32 model at opset 13 with shapes inferred and onnxruntime's basic fusions done
-    (Conv+BatchNorm folded), as onnxruntime.quantization recommends before quantizing."""
-    import onnx
-    from onnx import version_converter
-    from onnxruntime.quantization.shape_inference import quant_pre_process
-
-    model = onnx.load_from_string(source)
-    if next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), OPSET) < OPSET:
-        model = version_converter.convert_version(model, OPSET)
-    raw = workdir / "raw.onnx"
-    onnx.save(model, str(raw))
-    pre = workdir / "pre.onnx"
-    quant_pre_process(str(raw), str(pre), skip_symbolic_shape=True)
-    return pre
-
-
-def quantize_dynamic_bytes(source: bytes) -> bytes:
-    """Weights-only int8 (activations quantized on the fly, per run)."""
-    from onnxruntime.quantization import QuantType, quantize_dynamic
-
-    with tempfile.TemporaryDirectory() as tmp:
-        work = Path(tmp)
-        out = work / "int8.onnx"
-        quantize_dynamic(str(prepare(source, work)), str(out), weight_type=QuantType.QInt8)
-        return out.read_bytes()
-
-
-def quantize_static_bytes(source: bytes, inputs: Sequence[np.ndarray]) -> bytes:
-    """Weights and activations int8, activation ranges from ``inputs`` (MinMax)."""
-    import onnxruntime as ort
-    from onnxruntime.quantization import (
-        CalibrationDataReader,
-        QuantFormat,
-        QuantType,
-        quantize_static,
-    )
-
-    if not inputs:
-        raise ValueError("static quantization needs calibration inputs")
-
-    class Reader(CalibrationDataReader):
-        def __init__(self, name: str) -> None:
-            self.name = name
-            self.it: Iterator[np.ndarray] = iter(inputs)
-
-        def get_next(self) -> dict[str, np.ndarray] | None:
-            x = next(self.it, None)
-            return None if x is None else {self.name: x}
-
-    with tempfile.TemporaryDirectory() as tmp:
-        work = Path(tmp)
-        pre = prepare(source, work)
-        name = ort.InferenceSession(str(pre), providers=["CPUExecutionProvider"]) \
-            .get_inputs()[0].name
-        out = work / "int8.onnx"
-        quantize_static(str(pre), str(out), Reader(name), quant_format=QuantFormat.QDQ,
-                        per_channel=True, activation_type=QuantType.QUInt8,
-                        weight_type=QuantType.QInt8)
-        return out.read_bytes()
-
-
 class _Recording:
     """An onnxruntime session that keeps a copy of every input it is run on."""
 
@@ -155,12 +90,14 @@ def build(models: str, parts: Sequence[Part], mode: Literal["dynamic", "static"]
     for part in parts:
         t0 = time.perf_counter()
         source = model_source(models, part)
-        data = (quantize_static_bytes(source, inputs[part]) if mode == "static"
-                else quantize_dynamic_bytes(source))
+        data = (quantize_static_bytes(source, inputs[part], STATIC_OP_TYPES[part])
+                if mode == "static" else quantize_dynamic_bytes(source))
         path = quantized_path(models, part, mode, source)
         write_atomic(path, data)
-        info = {"models": models, "part": part, "mode": mode, "recipe": QUANT_RECIPE,
-                "calibration": [str(c) for c in calibrate], "calibration_images": len(images),
+        info = {"models": models, "part": part, "mode": mode,
+                "recipe": quant_recipe(part, mode),
+                "calibration": [str(c.resolve()) for c in calibrate],
+                "calibration_images": len(images),
                 "calibration_inputs": len(inputs.get(part, [])),
                 "seconds": round(time.perf_counter() - t0, 1)}
         write_atomic(path.with_suffix(".json"), json.dumps(info, indent=1).encode())
