@@ -13,6 +13,7 @@ We drive the detector and recogniser ourselves instead of calling `RapidOCR()`:
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.util
 import os
@@ -427,14 +428,24 @@ def load_session(model: Path | bytes, providers: list[str], *, threads: int = 0,
             tmp = None  # no writable cache: optimised again next time
     source = str(model) if isinstance(model, Path) else model
     try:
-        session = ort.InferenceSession(source, sess_options=opts, providers=providers)
+        try:
+            session = ort.InferenceSession(source, sess_options=opts, providers=providers)
+        except Exception:
+            if tmp is None:
+                raise
+            # the optimised graph could not be written (a read-only cache, a full disk):
+            # load as before, without saving it
+            tmp = None
+            session = ort.InferenceSession(source, sess_options=_session_options(
+                threads, spin=spin), providers=providers)
     except Exception as exc:  # onnxruntime raises its own untyped errors
         raise OcrError(f"cannot load the OCR model {where}: {exc}") from exc
     if tmp is not None and cache is not None:
         try:
             tmp.replace(cache)
         except OSError:
-            tmp.unlink(missing_ok=True)
+            with contextlib.suppress(OSError):
+                tmp.unlink(missing_ok=True)
     return session
 
 

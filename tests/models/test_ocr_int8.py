@@ -125,3 +125,12 @@ def test_static_int8_built_from_screens_reads_a_real_screen_like_fp32(
     a = _texts(Ocr(OcrSettings(rec_cache=0)), bgr)
     b = _texts(int8, bgr)
     assert len(a) >= 10 and _shared(a, b) >= 0.6, (a, b)
+
+
+def test_an_unwritable_cache_still_loads(rico_dev: RicoDev,
+                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The optimised graph cannot be written (/proc refuses new files): loaded as before."""
+    monkeypatch.setenv(CACHE_ENV, "/proc/self")
+    ocr = Ocr(OcrSettings())
+    assert _texts(ocr, read_bgr(rico_dev.screens[0].image_path))
+    assert not list(Path("/proc/self").glob("*opt-*"))
