@@ -162,3 +162,29 @@ def test_interleaved_runs_take_each_set_ups_process_cpu() -> None:
     assert cpu_ratio(a, b) == pytest.approx(0.5)
     assert math.isnan(cpu_ratio(a, TextScore("c", 1, 1, 1, 1, 0.1, 0.2, 0.1, 1, 1, 1, 0, 0,
                                              [True], [True], [True])))
+
+
+def test_int8_candidates_without_their_files(rico_dev: Any, tmp_path: Path,
+                                             monkeypatch: pytest.MonkeyPatch,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    """Named, a static int8 candidate with no file built stops the bench with the command to
+    build it (it would otherwise measure the fp32 fallback under the int8 name); among all
+    candidates it is left out with a note."""
+    from bench.grounding import main
+    from models.ocr import CACHE_ENV
+
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path / "ocr"))
+    common = ["--data", str(rico_dev.root), "--limit", "1", "--no-levers", "--no-tesseract",
+              "--no-icons", "--no-default"]
+    assert main([*common, "--models", "int8 static rec"]) == 2
+    assert "python -m models.export.ocr_int8 --calibrate" in capsys.readouterr().err
+    out = tmp_path / "all.json"
+    assert main([*common, "--models", "PP-OCRv4,int8 static rec", "--json", str(out)]) == 2
+    capsys.readouterr()
+    assert main([*common, "--models", "--json", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "note: int8 static det+rec: no det/rec int8 model" in printed
+    import json
+
+    models = json.loads(out.read_text())["models"]
+    assert "int8 static rec" not in models and "PP-OCRv4" in models
