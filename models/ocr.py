@@ -310,6 +310,8 @@ STATIC_OP_TYPES: dict[str, tuple[str, ...]] = {"det": (), "rec": ("Conv",)}
 def quant_recipe(part: str, mode: QuantMode) -> str:
     ops = STATIC_OP_TYPES.get(part, ()) if mode == "static" else ()
     return QUANT_RECIPE + "".join(f"-{op.lower()}" for op in ops)
+
+
 CACHE_ENV = "MOBAGENT_OCR_CACHE"
 
 
