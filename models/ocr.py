@@ -13,8 +13,11 @@ We drive the detector and recogniser ourselves instead of calling `RapidOCR()`:
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.util
+import os
+import platform
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -27,6 +30,7 @@ import cv2
 import msgspec
 import numpy as np
 import onnxruntime as ort
+import structlog
 from cachetools import LRUCache
 from PIL import Image
 
@@ -35,6 +39,8 @@ from models.providers import resolve as resolve_providers
 from runtime.errors import MobagentError
 
 Box = tuple[float, float, float, float]  # x1, y1, x2, y2 in frame pixels
+
+log = structlog.get_logger(__name__)
 
 
 ImageInput = Image.Image | np.ndarray | bytes | str | Path
@@ -169,6 +175,15 @@ class OcrSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
     # onnxruntime providers for OCR alone; empty: perception.providers (models/providers.py)
     providers: tuple[str, ...] = ()
     threads: int = 0  # intra-op threads; 0 = onnxruntime's default
+    # int8 detector / recogniser (onnxruntime.quantization; docs/perception.md, "Model
+    # levers"): "dynamic" (weights only; made on first use), "static" (weights and
+    # activations, calibrated on real screens: built once by `python -m models.export.ocr_int8`;
+    # when its file is absent the fp32 model is used and a log line names that command).
+    det_quant: Literal["none", "dynamic", "static"] = "none"
+    rec_quant: Literal["none", "dynamic", "static"] = "none"
+    # onnxruntime's graph optimisations saved once into the OCR cache (`ocr_cache_dir`) and
+    # loaded from there by later processes (CPU provider only: the saved graph is tied to it).
+    save_optimized: bool = True
 
 
 class OcrLine(msgspec.Struct, frozen=True):
@@ -283,16 +298,158 @@ def recognizer_keys(models: str, session: ort.InferenceSession) -> list[str]:
     return keys
 
 
+QuantMode = Literal["none", "dynamic", "static"]
+# Bump when models/export/ocr_int8.py changes what it writes: older files are then not used.
+QUANT_RECIPE = "q1"
+# The operators static quantization turns to int8, per part (empty: every kind onnxruntime
+# can, Add and Mul included). They name the file too. The recogniser's elementwise ops
+# (hard-swish, its SVTR neck's layer norms) lost too many reads at int8 (docs/perception.md,
+# "Model levers").
+STATIC_OP_TYPES: dict[str, tuple[str, ...]] = {"det": (), "rec": ("Conv",)}
+
+
+def quant_recipe(part: str, mode: QuantMode) -> str:
+    ops = STATIC_OP_TYPES.get(part, ()) if mode == "static" else ()
+    return QUANT_RECIPE + "".join(f"-{op.lower()}" for op in ops)
+
+
+CACHE_ENV = "MOBAGENT_OCR_CACHE"
+
+
+def ocr_cache_dir() -> Path:
+    """Where quantized and pre-optimised OCR models are kept: ``$MOBAGENT_OCR_CACHE``, else
+    ``$XDG_CACHE_HOME/mobagent/ocr`` (``~/.cache/mobagent/ocr``)."""
+    env = os.environ.get(CACHE_ENV)
+    if env:
+        return Path(env)
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "mobagent" / "ocr"
+
+
+def model_source(models: str, part: Literal["det", "rec", "cls"]) -> bytes:
+    """The fp32 ONNX bytes of one part of a model set, as the engine loads it."""
+    return recognizer_model(models) if part == "rec" else model_file(models, part).read_bytes()
+
+
+def digest(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()[:16]
+
+
+def quantized_path(models: str, part: Literal["det", "rec"], mode: QuantMode,
+                   source: bytes | None = None) -> Path:
+    """The cache file of a model set's int8 detector or recogniser, named by the fp32
+    model's hash, the quantization mode and the recipe (`quant_recipe`)."""
+    data = source if source is not None else model_source(models, part)
+    recipe = quant_recipe(part, mode)
+    return ocr_cache_dir() / f"{models}-{part}-{digest(data)}-int8-{mode}-{recipe}.onnx"
+
+
+def quantize_command(models: str, part: str) -> str:
+    return (f"python -m models.export.ocr_int8 --models {models} --parts {part} "
+            f"--calibrate DIR (a folder of screenshots)")
+
+
+def resolve_model(models: str, part: Literal["det", "rec"],
+                  mode: QuantMode) -> tuple[Path | bytes, str]:
+    """The model to load for one part, and which it is: "fp32", "int8-dynamic" or
+    "int8-static". A dynamic int8 file is made on first use (it needs no data); a static one
+    is built by `models.export.ocr_int8` from screenshots, and while it is absent the fp32
+    model is used, with a log line naming the command."""
+    if mode == "none":
+        return (model_file(models, "det") if part == "det" else recognizer_model(models)), "fp32"
+    data = model_source(models, part)
+    path = quantized_path(models, part, mode, data)
+    if path.is_file():
+        return path, f"int8-{mode}"
+    if mode == "dynamic":
+        try:
+            from models.quantize import quantize_dynamic_bytes
+
+            write_atomic(path, quantize_dynamic_bytes(data))
+            return path, "int8-dynamic"
+        except (ImportError, OSError, ValueError, RuntimeError) as exc:
+            log.warning("ocr_int8_unavailable", models=models, part=part, mode=mode,
+                        error=str(exc), using="fp32")
+            return data, "fp32"
+    log.warning("ocr_int8_missing", models=models, part=part, mode=mode, path=str(path),
+                using="fp32", fix=quantize_command(models, part))
+    return data, "fp32"
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    tmp.write_bytes(data)
+    tmp.replace(path)
+
+
+def _cpu_tag() -> str:
+    """What a graph optimised for this CPU depends on: onnxruntime's version, the machine and
+    its instruction-set flags (the NCHWc layout's block size follows AVX2 / AVX-512)."""
+    flags = ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith(("flags", "Features")):
+                flags = line
+                break
+    except OSError:
+        pass
+    tag = f"{ort.__version__}|{platform.machine()}|{flags}"
+    return hashlib.sha256(tag.encode()).hexdigest()[:12]
+
+
+def optimized_path(source: bytes) -> Path:
+    return ocr_cache_dir() / f"opt-{digest(source)}-{_cpu_tag()}.onnx"
+
+
 def load_session(model: Path | bytes, providers: list[str], *, threads: int = 0,
-                 spin: bool = True) -> ort.InferenceSession:
-    """An onnxruntime session with our options (memory arena on, spinning as asked)."""
+                 spin: bool = True, save_optimized: bool = False) -> ort.InferenceSession:
+    """An onnxruntime session with our options (memory arena on, spinning as asked).
+
+    ``save_optimized``: on the CPU provider alone, the graph onnxruntime optimised is saved
+    into `ocr_cache_dir` on first load and later loads take that file with the optimisers
+    off (the load then skips constant folding, fusions and the NCHWc layout pass)."""
+    where = model if isinstance(model, Path) else "(given as bytes)"
+    cache: Path | None = None
+    if save_optimized and providers == ["CPUExecutionProvider"]:
+        data = model.read_bytes() if isinstance(model, Path) else model
+        cache = optimized_path(data)
+        if cache.is_file():
+            opts = _session_options(threads, spin=spin)
+            opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+            try:
+                return ort.InferenceSession(str(cache), sess_options=opts, providers=providers)
+            except Exception as exc:  # a damaged or foreign file: optimise again below
+                log.warning("ocr_optimized_unusable", path=str(cache), error=str(exc))
+    opts = _session_options(threads, spin=spin)
+    tmp: Path | None = None
+    if cache is not None:
+        try:
+            cache.parent.mkdir(parents=True, exist_ok=True)
+            tmp = cache.with_name(f".{cache.stem}.{os.getpid()}.{threading.get_ident()}.onnx")
+            opts.optimized_model_filepath = str(tmp)
+        except OSError:
+            tmp = None  # no writable cache: optimised again next time
     source = str(model) if isinstance(model, Path) else model
     try:
-        return ort.InferenceSession(source, sess_options=_session_options(threads, spin=spin),
-                                    providers=providers)
+        try:
+            session = ort.InferenceSession(source, sess_options=opts, providers=providers)
+        except Exception:
+            if tmp is None:
+                raise
+            # the optimised graph could not be written (a read-only cache, a full disk):
+            # load as before, without saving it
+            tmp = None
+            session = ort.InferenceSession(source, sess_options=_session_options(
+                threads, spin=spin), providers=providers)
     except Exception as exc:  # onnxruntime raises its own untyped errors
-        where = model if isinstance(model, Path) else "a recogniser"
         raise OcrError(f"cannot load the OCR model {where}: {exc}") from exc
+    if tmp is not None and cache is not None:
+        try:
+            tmp.replace(cache)
+        except OSError:
+            with contextlib.suppress(OSError):
+                tmp.unlink(missing_ok=True)
+    return session
 
 
 class Ocr:
@@ -325,12 +482,18 @@ class Ocr:
         # rapidocr builds its sessions with the memory arena off, which costs an allocation
         # per run at every new input shape (about 3 % of a frame); ours keep it on.
         det_set = s.det_models or s.models
+        det_src, det_kind = resolve_model(det_set, "det", s.det_quant)
+        rec_src, rec_kind = resolve_model(s.models, "rec", s.rec_quant)
+        # what each part runs: "fp32", "int8-dynamic" or "int8-static" (a static int8 file
+        # not built yet leaves "fp32")
+        self.model_kinds = {"det": det_kind, "rec": rec_kind, "cls": "fp32"}
+        opt = s.save_optimized
         sessions = {
-            "det": load_session(model_file(det_set, "det"), self.providers, threads=s.threads,
-                                spin=s.det_spin),
+            "det": load_session(det_src, self.providers, threads=s.threads, spin=s.det_spin,
+                                save_optimized=opt),
             "cls": load_session(model_file(s.models, "cls"), self.providers, threads=s.threads,
-                                spin=False),
-            "rec": load_session(recognizer_model(s.models), self.providers, threads=s.threads),
+                                spin=False, save_optimized=opt),
+            "rec": load_session(rec_src, self.providers, threads=s.threads, save_optimized=opt),
         }
         for part, session in sessions.items():
             check_session(session, self.providers, f"OCR {part} model of {s.models!r}",

@@ -132,3 +132,59 @@ def test_the_grounder_flag_measures_a_served_model_on_a_tiny_set(tmp_path: Path)
     assert (got["text_accuracy"], got["n_text"], got["icon_accuracy"], got["n_icon"]) == (1, 1, 0, 1)
     assert got["model"] == "qwen" and got["failed_calls"] == 0
     assert main(["--data", str(tmp_path / "set"), "--grounder", "http://127.0.0.1:9/v1"]) == 2
+
+
+def test_interleaved_runs_take_each_set_ups_process_cpu() -> None:
+    import math
+
+    import numpy as np
+
+    from bench.grounding import Screen, TextScore, cpu_ratio, run_interleaved, timed
+    from models.ocr import OcrResult
+
+    def busy(rounds: int) -> Any:
+        def engine(bgr: np.ndarray) -> OcrResult:
+            x = np.ones((200, 200))
+            for _ in range(rounds):
+                x = np.tanh(x @ x / 200)
+            return OcrResult(width=bgr.shape[1], height=bgr.shape[0], lines=())
+        return engine
+
+    screens = [Screen(str(k), np.zeros((8, 8, 3), np.uint8), [], []) for k in range(3)]
+    runs = run_interleaved(screens, {"light": timed(busy(1)), "heavy": timed(busy(40))})
+    (_, res_l, cpu_l), (_, _, cpu_h) = runs["light"], runs["heavy"]
+    assert set(res_l) == {"0", "1", "2"} and len(cpu_l) == len(cpu_h) == 3
+    assert all(c > 0 for c in cpu_h) and sum(cpu_h) > 5 * sum(cpu_l)
+    a = TextScore("a", 1, 1, 1, 1, 0.1, 0.2, 0.1, 1, 1, 1, 0, 0, [True], [True], [True],
+                  cpu_mean=0.2)
+    b = TextScore("b", 1, 1, 1, 1, 0.1, 0.2, 0.1, 1, 1, 1, 0, 0, [True], [True], [True],
+                  cpu_mean=0.4)
+    assert cpu_ratio(a, b) == pytest.approx(0.5)
+    assert math.isnan(cpu_ratio(a, TextScore("c", 1, 1, 1, 1, 0.1, 0.2, 0.1, 1, 1, 1, 0, 0,
+                                             [True], [True], [True])))
+
+
+def test_int8_candidates_without_their_files(rico_dev: Any, tmp_path: Path,
+                                             monkeypatch: pytest.MonkeyPatch,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    """Named, a static int8 candidate with no file built stops the bench with the command to
+    build it (it would otherwise measure the fp32 fallback under the int8 name); among all
+    candidates it is left out with a note."""
+    from bench.grounding import main
+    from models.ocr import CACHE_ENV
+
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path / "ocr"))
+    common = ["--data", str(rico_dev.root), "--limit", "1", "--no-levers", "--no-tesseract",
+              "--no-icons", "--no-default"]
+    assert main([*common, "--models", "int8 static rec"]) == 2
+    assert "python -m models.export.ocr_int8 --calibrate" in capsys.readouterr().err
+    out = tmp_path / "all.json"
+    assert main([*common, "--models", "PP-OCRv4,int8 static rec", "--json", str(out)]) == 2
+    capsys.readouterr()
+    assert main([*common, "--models", "--json", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "note: int8 static det+rec: no det/rec int8 model" in printed
+    import json
+
+    models = json.loads(out.read_text())["models"]
+    assert "int8 static rec" not in models and "PP-OCRv4" in models
