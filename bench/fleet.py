@@ -16,10 +16,15 @@ phone; at N = 1 every task once at least) through the same agent loop with real 
 threads each) and the default settle wait; the model is the benchmark's STAND-IN
 (``StandInModel``): the loopback server answers with what ``host/oracle.py`` decides
 (reference operations, its perfect chooser). Its phones run in this process, because the
-oracle and the scoring read their state. Its step rate is each phone's steps over its own
+oracle and the scoring read their state; each phone's clock is a minute after the previous
+one's, so two phones on the same task do not take identical frames that the host reads once
+for both (``--same-clock``: they do). Its step rate is each phone's steps over its own
 busy time (episode set-up excluded), summed; the overhead also leaves out a chooser call's
-LLM time and the settle wait. It adds per N: perception CPU seconds per step (p50, mean;
-the CPU time of perception's worker threads, attributed to the phone's next step), OCR
+LLM time and the settle wait. It adds per N: perception CPU seconds per step (p50, mean:
+the thread CPU of the work done for the phone's frames since its previous step, speculative
+reads included, from ``runtime.cpu_ledger``; and a table of the run's CPU per step by stage:
+detector, recognition, band diff, icon proposals, matching, capture's encoding, decoding,
+with the detector's input Mpx, lines and recognised kpx per step), OCR
 reads per step (whole frame, changed bands only, unchanged frame, frame already read),
 grounding latency (p50, p95, at the perception service) and SU; and the tasks whose SU
 differs from N = 1. ``--levers default,none,lazy,priority,both,cache,lazy+cache`` runs each
