@@ -38,6 +38,7 @@ from devices.codecs import encode_jpeg, encode_png, shrink
 from protocol.messages import Frame, FrameRequest, Msg, Screen, TextLine
 from runtime import topics
 from runtime.actor import Publisher
+from runtime.cpu_ledger import CpuLedger, charging, stage
 
 log = structlog.get_logger(__name__)
 
@@ -154,9 +155,10 @@ class CaptureEngine:
     def __init__(
         self, device: Device, *, fmt: Literal["png", "jpeg"] = "jpeg", quality: int = 80,
         timeout_s: float = 20.0, limiter: anyio.CapacityLimiter | None = None,
-        screen_side: int = 0,
+        screen_side: int = 0, ledger: CpuLedger | None = None,
     ) -> None:
         self.device = device
+        self.ledger = ledger  # hashing and encoding each frame: its ``encode`` CPU
         self.screen_side = screen_side  # > 0: every capture also makes a ``Screen`` JPEG
         self.limiter = limiter  # bounds the hashing/encoding threads shared by many phones
         self.fmt = fmt
@@ -207,14 +209,15 @@ class CaptureEngine:
         rgb = shot.rgb
 
         def work() -> tuple[str, BlackArea | None, bytes, bytes, bytes]:
-            sha = pixel_sha(rgb)
-            dark = black_area(rgb)
-            if self.fmt == "png" and shot.png:
-                data = shot.png  # the phone's PNG already is the encoding
-            else:
-                data = encode_frame(rgb, self.fmt, self.quality)
-            view, screen = small_views(rgb, view_side, view_quality, self.screen_side)
-            return sha, dark, data, view, screen
+            with charging(self.ledger, self.device.serial), stage("encode"):
+                sha = pixel_sha(rgb)
+                dark = black_area(rgb)
+                if self.fmt == "png" and shot.png:
+                    data = shot.png  # the phone's PNG already is the encoding
+                else:
+                    data = encode_frame(rgb, self.fmt, self.quality)
+                view, screen = small_views(rgb, view_side, view_quality, self.screen_side)
+                return sha, dark, data, view, screen
 
         with anyio.fail_after(self.timeout_s):
             sha, dark, data, view, screen = await anyio.to_thread.run_sync(

@@ -15,6 +15,7 @@ import numpy as np
 
 from devices.codecs import decode_rgb
 from protocol.messages import Frame
+from runtime.cpu_ledger import CpuLedger, charging, stage
 
 
 @dataclass
@@ -35,10 +36,12 @@ class FrameStore:
 
     KEPT_ENCODED = 4
 
-    def __init__(self, per_device: int = 4, limiter: anyio.CapacityLimiter | None = None) -> None:
+    def __init__(self, per_device: int = 4, limiter: anyio.CapacityLimiter | None = None,
+                 ledger: CpuLedger | None = None) -> None:
         self.per_device = max(2, per_device)
         self._frames: dict[str, OrderedDict[str, _Stored]] = {}
         self._limiter = limiter
+        self.ledger = ledger  # a decode's CPU, charged to the frame's device
         self.decoded = 0  # frames decoded from bus bytes (the slow path)
 
     def put(self, frame: Frame, rgb: np.ndarray | None = None, view: bytes = b"") -> None:
@@ -82,8 +85,13 @@ class FrameStore:
             raise KeyError(f"frame {frame_id!r} is not known on this host (too old, or its "
                            "Frame event never arrived)")
         if got.rgb is None:
-            got.rgb = await anyio.to_thread.run_sync(decode_rgb, got.frame.data,
-                                                     limiter=self._limiter)
+            data, owner = got.frame.data, got.frame.device
+
+            def decode() -> np.ndarray:
+                with charging(self.ledger, owner), stage("decode"):
+                    return decode_rgb(data)
+
+            got.rgb = await anyio.to_thread.run_sync(decode, limiter=self._limiter)
             self.decoded += 1
         return got.frame, got.rgb
 

@@ -25,6 +25,7 @@ from typing import Protocol, TypeVar
 
 import anyio
 import msgspec
+import numpy as np
 import structlog
 
 from actors.capture import Captured
@@ -71,6 +72,7 @@ from protocol.operations import (
 from runtime import topics
 from runtime.actor import Publisher
 from runtime.config import ConfigError
+from runtime.cpu_ledger import CpuLedger, charging, stage
 
 log = structlog.get_logger(__name__)
 
@@ -133,7 +135,8 @@ def serve_timeout_for(timeout_s: float) -> float:
 
 class PerceptionMeter:
     """What perception cost: CPU seconds per device (running totals: a reader takes
-    differences) and the latency of recent grounding requests."""
+    differences) and the latency of recent grounding requests. The same CPU by stage
+    (detector, recognition, band diff, ...) is in the engine's ``ledger``."""
 
     def __init__(self, keep: int = 4096) -> None:
         self.cpu_s: dict[str, float] = {}
@@ -182,16 +185,21 @@ class PerceptionEngine:
         self.speculated = 0  # speculative reads done
         self.dropped = 0  # speculative reads given up while queued (superseded, not needed)
         self.meter = PerceptionMeter()
+        # thread CPU per device and stage (runtime.cpu_ledger): the work done for each
+        # phone's frames, speculative reads included, whoever's step waited for it
+        self.ledger = CpuLedger()
 
     async def _off_loop(self, device: str, fn: Callable[[], T]) -> T:
         """``fn`` in a worker thread under ``timeout_s`` (on timeout the thread is abandoned,
-        not killed), its CPU time added to ``device``'s meter. With ``perception.ocr.threads
-        = 1`` that is all of it; with more, onnxruntime's pool threads work uncounted."""
+        not killed), its CPU time added to ``device``'s meter and, by stage, to its
+        ``ledger``. With ``perception.ocr.threads = 1`` that is all of it; with more,
+        onnxruntime's pool threads work uncounted."""
 
         def measured() -> T:
             t = time.thread_time()
             try:
-                return fn()
+                with charging(self.ledger, device):
+                    return fn()
             finally:
                 self.meter.add_cpu(device, time.thread_time() - t)
 
@@ -335,7 +343,10 @@ class PerceptionEngine:
         assert self.grounder is not None
         frame = captured.frame
         h, w = captured.rgb.shape[:2]
-        data = frame.data or await anyio.to_thread.run_sync(encode_png, captured.rgb)
+        if frame.data:
+            data = frame.data
+        else:
+            data = await anyio.to_thread.run_sync(self._encode, frame.device, captured.rgb)
         self.grounder_calls += 1
         try:
             with anyio.fail_after(self.grounder.timeout_s + 1.0):
@@ -343,6 +354,11 @@ class PerceptionEngine:
                                                   thought=thought)
         except TimeoutError:
             raise LLMTimeout(f"grounder: no answer within {self.grounder.timeout_s:g} s") from None
+
+    def _encode(self, device: str, rgb: np.ndarray) -> bytes:
+        """The frame as PNG for the grounder (a worker thread; ``encode`` on the ledger)."""
+        with charging(self.ledger, device), stage("encode"):
+            return encode_png(rgb)
 
     async def _model_only(self, op: Operation, captured: Captured, thought: str) -> GroundResult:
         """``model``: the grounder alone; NotFound when it finds nothing."""

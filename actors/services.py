@@ -40,6 +40,7 @@ from actors.reflector import ReflectorEngine, ReflectorService
 from actors.rpc import DeviceRegistry, LoopbackBus, ReplyRouter, Requests
 from devices.adb import Device
 from runtime.actor import Actor, Publisher, Router
+from runtime.cpu_ledger import CpuLedger
 
 
 @dataclass
@@ -67,8 +68,12 @@ class AgentServices:
         _router: Router | None = None,
     ) -> None:
         self.cpu = anyio.CapacityLimiter(max(1, cpu_threads))
+        # the CPU of each phone's frames by stage (runtime.cpu_ledger): perception's own
+        # ledger when it runs here, so capture's encoding and its reads add up in one place
+        self.cpu_ledger = (perception.ledger if perception is not None and remote_perception
+                           is None else CpuLedger())
         self.registry: DeviceRegistry[DeviceEntry] = DeviceRegistry()
-        self.frames = FrameStore(frames_per_device, limiter=self.cpu)
+        self.frames = FrameStore(frames_per_device, limiter=self.cpu, ledger=self.cpu_ledger)
         self._router = _router
         self.bus: Publisher = LoopbackBus(bus, _router) if _router is not None else bus
         self.replies = ReplyRouter(self.bus, self.frames)
@@ -81,6 +86,7 @@ class AgentServices:
         reader: TextReader
         if remote_perception is None:
             self.perception_engine = reader = perception or PerceptionEngine()
+            self.perception_engine.ledger = self.cpu_ledger
             self.perception = PerceptionService(self.bus, self.registry, self.frames,
                                                 self.perception_engine, concurrency=concurrency)
             self.ground_timeout_s = self.perception.serve_timeout_s
@@ -130,7 +136,7 @@ class AgentServices:
             serial=device.serial, device=device, settings=settings,
             capture=CaptureEngine(device, fmt=settings.frame_format,
                                   quality=settings.jpeg_quality, limiter=self.cpu,
-                                  screen_side=settings.screen_side),
+                                  screen_side=settings.screen_side, ledger=self.cpu_ledger),
             actuator=ActuatorEngine(device, packages=settings.packages, wait_s=settings.wait_s,
                                     launcher_pages=settings.launcher_pages),
             reflector=ReflectorEngine(revisit_guard=settings.revisit_guard, limiter=self.cpu),

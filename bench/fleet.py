@@ -16,10 +16,15 @@ phone; at N = 1 every task once at least) through the same agent loop with real 
 threads each) and the default settle wait; the model is the benchmark's STAND-IN
 (``StandInModel``): the loopback server answers with what ``host/oracle.py`` decides
 (reference operations, its perfect chooser). Its phones run in this process, because the
-oracle and the scoring read their state. Its step rate is each phone's steps over its own
+oracle and the scoring read their state; each phone's clock is a minute after the previous
+one's, so two phones on the same task do not take identical frames that the host reads once
+for both (``--same-clock``: they do). Its step rate is each phone's steps over its own
 busy time (episode set-up excluded), summed; the overhead also leaves out a chooser call's
-LLM time and the settle wait. It adds per N: perception CPU seconds per step (p50, mean;
-the CPU time of perception's worker threads, attributed to the phone's next step), OCR
+LLM time and the settle wait. It adds per N: perception CPU seconds per step (p50, mean:
+the thread CPU of the work done for the phone's frames since its previous step, speculative
+reads included, from ``runtime.cpu_ledger``; and a table of the run's CPU per step by stage:
+detector, recognition, band diff, icon proposals, matching, capture's encoding, decoding,
+with the detector's input Mpx, lines and recognised kpx per step), OCR
 reads per step (whole frame, changed bands only, unchanged frame, frame already read),
 grounding latency (p50, p95, at the perception service) and SU; and the tasks whose SU
 differs from N = 1. ``--levers default,none,lazy,priority,both,cache,lazy+cache`` runs each
@@ -63,6 +68,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import dataclasses
 import json
 import os
 import re
@@ -74,6 +80,7 @@ import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
+from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -130,6 +137,11 @@ class RunStats:
     screenshots: int = 0  # the phones' CPU per screenshot is sim_cpu_s / screenshots
     # --workload mobile-eval
     perception_cpu_s: list[float] = field(default_factory=list)  # per step
+    # per step, by stage (runtime.cpu_ledger.STAGES): the thread CPU of the work done for
+    # the phone's frames since its previous step, speculative reads included
+    stage_cpu_s: dict[str, list[float]] = field(default_factory=dict)
+    stage_total_s: dict[str, float] = field(default_factory=dict)  # the run's, all phones
+    work_counts: dict[str, float] = field(default_factory=dict)  # det_px, rec_lines, rec_px
     # full | band | unchanged | cached | deferred (lazy OCR left a whole-frame read undone)
     ocr_runs: dict[str, int] = field(default_factory=dict)
     ground_s: list[float] = field(default_factory=list)
@@ -188,14 +200,15 @@ class TimingBus:
     """The agent's publisher: on each StepTiming, the step's overhead outside LLM and device."""
 
     def __init__(self, bus: Any, acc: dict[str, float], stats: RunStats, llm_delay: float,
-                 meter: Any = None, settle_s: float = 0.0) -> None:
+                 ledger: Any = None, settle_s: float = 0.0) -> None:
         self._bus = bus
         self._acc = acc
         self._stats = stats
         self._delay = llm_delay
-        self._meter = meter  # actors.perception.PerceptionMeter: CPU per step (mobile-eval)
+        # runtime.cpu_ledger.CpuLedger: the CPU of each phone's frames by stage (mobile-eval)
+        self._ledger = ledger
         self._settle = settle_s
-        self._cpu_seen: dict[str, float] = {}
+        self._cpu_seen: dict[str, dict[str, float]] = {}
 
     async def publish(self, topic: str, msg: Any, *, qos: int = 1, retain: bool = False) -> None:
         from protocol.messages import EpisodeStarted, StepTiming
@@ -208,16 +221,22 @@ class TimingBus:
             s = self._stats
             s.steps += 1
             s.per_phone[msg.device] = s.per_phone.get(msg.device, 0) + 1
-            if self._meter is not None:
-                now = self._meter.cpu_s.get(msg.device, 0.0)
-                s.perception_cpu_s.append(now - self._cpu_seen.get(msg.device, 0.0))
+            if self._ledger is not None:  # the work done for this phone since its last step
+                from runtime.cpu_ledger import STAGES
+
+                now = self._ledger.stages(msg.device)
+                seen = self._cpu_seen.get(msg.device, {})
+                step = {k: now.get(k, 0.0) - seen.get(k, 0.0) for k in STAGES}
+                s.perception_cpu_s.append(sum(step.values()))
+                for k, v in step.items():
+                    s.stage_cpu_s.setdefault(k, []).append(v)
                 self._cpu_seen[msg.device] = now
             if msg.step > 1:  # step 1's first frame is taken before its timer starts
                 s.step_s.append(msg.total_s)
                 s.device_s.append(device_s)
                 llm = msg.phases.get("llm", 0.0)
                 s.llm_s.append(llm)
-                if self._meter is None:  # swipes: one LLM call of the server's fixed delay
+                if self._ledger is None:  # swipes: one LLM call of the server's fixed delay
                     s.overhead_s.append(max(0.0, msg.total_s - self._delay - device_s))
                 else:  # a chooser call adds a second one; a performed action, the settle
                     settle = self._settle if "act" in msg.phases else 0.0
@@ -229,7 +248,7 @@ class TimingBus:
 
 def agent_worker(llm: Any, services: Any, stats: RunStats, llm_delay: float, steps: int,
                  capture: Literal["png", "raw", "auto"] = "png", *, settings: Any = None,
-                 policy_for: Any = None, meter: Any = None, remeasure_every: int = 0) -> Any:
+                 policy_for: Any = None, ledger: Any = None, remeasure_every: int = 0) -> Any:
     """``run_episode`` running the agent's DeviceAgent (actors/) on one phone, its step
     requests served by the host's ``services`` on the bus."""
     from actors.config import AgentSettings
@@ -253,7 +272,7 @@ def agent_worker(llm: Any, services: Any, stats: RunStats, llm_delay: float, ste
             device.remeasure_every = remeasure_every
         stats.devices.append(device)
         return DeviceAgent(
-            TimingBus(handle.bus, acc, stats, llm_delay, meter, settings.settle_s),
+            TimingBus(handle.bus, acc, stats, llm_delay, ledger, settings.settle_s),
             TimedDevice(device, acc, stats),
             settings=settings, perception=services.perception_engine,
             policy_for=policy_for or (
@@ -651,6 +670,16 @@ async def run_n_eval(n: int, args: argparse.Namespace, adb_port: int, llm_url: s
     fleet_sim = await anyio.to_thread.run_sync(lambda: SimFleet(
         n, seed=args.seed, profile="realistic", adb_port=adb_port).start())
     serials = fleet_sim.serials
+    if not args.same_clock:
+        # Phones of one seed show the same clock, so two on the same task take identical
+        # frames, which the host's frame cache then reads once for both: a shared read no
+        # real fleet gets. A minute apart, each phone's frames are its own (the status bar
+        # differs; OCR skips it, the date and the tasks do not change).
+        for i, serial in enumerate(serials):
+            phone = fleet_sim.phone(serial)
+            phone.perturbation = dataclasses.replace(  # type: ignore[attr-defined]
+                phone.perturbation,  # type: ignore[attr-defined]
+                now=phone.perturbation.now + timedelta(minutes=i))  # type: ignore[attr-defined]
     plan = assignments(tasks, serials, args.episodes)
     settings = AgentSettings(completion_check=False, ocr_hints=False,
                              speculative_ocr=not args.no_speculation, lazy_ocr=lazy,
@@ -687,7 +716,7 @@ async def run_n_eval(n: int, args: argparse.Namespace, adb_port: int, llm_url: s
             services = AgentServices(hbus, perception)
             worker = agent_worker(llm_client, services, stats, args.llm_delay, 0, args.capture[0],
                                   settings=settings, policy_for=policy_for,
-                                  meter=perception.meter)
+                                  ledger=services.cpu_ledger)
             await start_fleet(tg, hbus, cbus, worker, serials, adb_port, services.actors())
 
             async def collect() -> None:
@@ -736,6 +765,11 @@ async def run_n_eval(n: int, args: argparse.Namespace, adb_port: int, llm_url: s
             stats.rec_lines = engine.rec_lines - rec0[0]
             stats.rec_reused = engine.rec_reused - rec0[1]
             stats.ground_s = list(perception.meter.ground_s)
+            for dev in services.cpu_ledger.devices():
+                for k, v in services.cpu_ledger.stages(dev).items():
+                    stats.stage_total_s[k] = stats.stage_total_s.get(k, 0.0) + v
+                for k, v in services.cpu_ledger.counts(dev).items():
+                    stats.work_counts[k] = stats.work_counts.get(k, 0.0) + v
             assert services.perception is not None  # the benchmark's perception is local
             stats.speculated = services.perception.speculated
             stats.speculation_skipped = services.perception.skipped
@@ -816,6 +850,10 @@ def main(argv: list[str] | None = None) -> int:
                         "1 lets the bench count all of perception's CPU)")
     p.add_argument("--no-speculation", action="store_true",
                    help="mobile-eval: agent.speculative_ocr off")
+    p.add_argument("--same-clock", action="store_true",
+                   help="mobile-eval: every phone shows the same clock, so phones on the same "
+                        "task take identical frames and share their reads (by default each "
+                        "phone's clock is a minute after the previous one's)")
     p.add_argument("--levers", default="default",
                    help="mobile-eval: perception lever variants, comma-separated, each run at "
                         "every N (interleaved): default (the agent's: priority and the line "
@@ -969,6 +1007,16 @@ def main(argv: list[str] | None = None) -> int:
                   f"{o['unchanged']:>5.2f} {o['cached']:>6.2f} {o['deferred']:>5.2f} "
                   f"{r['ground_p95_s']:>10.3f} {r['SU']:>5.2f} {r['episodes']:>8} "
                   f"lines read {r['rec_lines']}, {r['rec_reused']} from the crop cache")
+        from runtime.cpu_ledger import STAGES
+
+        print(f"\nthread CPU s per step by stage (the run's, all phones, over its steps; "
+              f"runtime.cpu_ledger)\n{'N':>10} " + " ".join(f"{k:>9}" for k in STAGES)
+              + f" {'total':>7} {'det Mpx':>7} {'lines':>6} {'rec kpx':>7}")
+        for r in results:
+            st, w = r["stage_cpu_s_per_step"], r["work_per_step"]
+            print(f"{label(r):>10} " + " ".join(f"{st.get(k, 0.0):>9.4f}" for k in STAGES)
+                  + f" {r['cpu_s_per_step']:>7.4f} {w.get('det_px', 0) / 1e6:>7.3f} "
+                  f"{w.get('rec_lines', 0):>6.1f} {w.get('rec_px', 0) / 1e3:>7.1f}")
         for r in results:
             base = next((b for b in results if b["n"] == 1 and b["levers"] == r["levers"]), None)
             if base is not None and r is not base:
@@ -991,6 +1039,7 @@ def main(argv: list[str] | None = None) -> int:
                      "episodes_per_phone": args.episodes, "seed": args.seed,
                      "perception_workers": args.perception_workers,
                      "ocr_threads": args.ocr_threads, "speculative_ocr": not args.no_speculation,
+                     "same_clock": args.same_clock,
                      "levers": {v: dict(zip(LEVER_KEYS, LEVERS[v], strict=True))
                                 for v in variants},
                      "sim_procs": 0, "stand_in_unmatched_calls": model.unmatched})
@@ -1097,6 +1146,13 @@ def summarise(s: RunStats, previous: list[dict[str, Any]], several: bool = False
             "speculated": s.speculated, "speculation_skipped": s.speculation_skipped,
             "speculation_dropped": s.speculation_dropped, "ground_overflows": s.ground_overflows,
             "rec_lines": s.rec_lines, "rec_reused": s.rec_reused,
+            # the run's thread CPU by stage (runtime.cpu_ledger), all phones, over its steps
+            # (the work after a phone's last step included); p50: of the per-step figures
+            "stage_cpu_s_per_step": {k: round(v / n_steps, 4)
+                                     for k, v in sorted(s.stage_total_s.items())},
+            "stage_cpu_s_p50": {k: round(pct(v, 50), 4) for k, v in sorted(s.stage_cpu_s.items())},
+            "cpu_s_per_step": round(sum(s.stage_total_s.values()) / n_steps, 4),
+            "work_per_step": {k: round(v / n_steps, 1) for k, v in sorted(s.work_counts.items())},
             "levers": s.levers,
             "episode_results": s.episodes,
         })

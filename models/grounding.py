@@ -46,6 +46,7 @@ from models.icons import IconScores
 from models.ocr import ImageInput, Ocr, OcrCache, OcrLine, OcrResult, OcrSettings, to_bgr
 from models.providers import resolve as resolve_providers
 from protocol.messages import Ambiguous, Box, Candidate, Grounded, GroundResult, NotFound
+from runtime.cpu_ledger import stage
 
 # -- results: the protocol's answers (Grounded | Ambiguous | NotFound), frame id left "" -----
 
@@ -230,6 +231,11 @@ def _font(size: int) -> ImageFont.FreeTypeFont | ImageFont.ImageFont:
 
 def mark_candidates(rgb: np.ndarray, boxes: Sequence[Rect], quality: int = 85) -> bytes:
     """The frame as JPEG with each box outlined and numbered 1..n."""
+    with stage("encode"):
+        return _mark_candidates(rgb, boxes, quality)
+
+
+def _mark_candidates(rgb: np.ndarray, boxes: Sequence[Rect], quality: int) -> bytes:
     img = Image.fromarray(rgb)
     draw = ImageDraw.Draw(img)
     w = img.width
@@ -259,7 +265,8 @@ def crop_png(rgb: np.ndarray, box: Rect, pad_frac: float = 0.15) -> bytes:
     xb, yb = min(w, int(x2 + px) + 1), min(h, int(y2 + py) + 1)
     if xb <= xa or yb <= ya:
         return b""
-    return encode_png(rgb[ya:yb, xa:xb])
+    with stage("encode"):
+        return encode_png(rgb[ya:yb, xa:xb])
 
 
 def box_center(box: Rect) -> Point:
@@ -768,6 +775,12 @@ def frame_hash(bgr: np.ndarray) -> str:
     return h.hexdigest()
 
 
+def _bgr(image: ImageInput) -> np.ndarray:
+    """``to_bgr``, its CPU the ``decode`` stage (``runtime.cpu_ledger``)."""
+    with stage("decode"):
+        return to_bgr(image)
+
+
 class Perception:
     """Text and icon grounding on frames; one instance serves every device of a host.
 
@@ -848,14 +861,14 @@ class Perception:
     def read_text(self, image: ImageInput, *, frame_id: str | None = None,
                   device: str | None = None) -> OcrResult:
         """OCR of a frame, cached by frame hash."""
-        bgr = to_bgr(image)
+        bgr = _bgr(image)
         return self._read_text(bgr, frame_id or frame_hash(bgr), device)
 
     def read_text_unless_full(self, image: ImageInput, *, frame_id: str | None = None,
                               device: str) -> OcrResult | None:
         """``read_text`` when the frame is cached, unchanged or takes a band re-read; None
         (counted as ``deferred``, nothing read) when it would take a whole-frame read."""
-        bgr = to_bgr(image)
+        bgr = _bgr(image)
         return self._read(bgr, frame_id or frame_hash(bgr), device, whole=False)
 
     def _read_text(self, bgr: np.ndarray, key: str, device: str | None) -> OcrResult:
@@ -892,7 +905,7 @@ class Perception:
             self.ocr_runs[(device or "", kind)] += 1
 
     def proposals(self, image: ImageInput, *, frame_id: str | None = None) -> list[Proposal]:
-        bgr = to_bgr(image)
+        bgr = _bgr(image)
         return self._proposals_for(bgr, frame_id or frame_hash(bgr))
 
     def _proposals_for(self, bgr: np.ndarray, key: str) -> list[Proposal]:
@@ -900,44 +913,51 @@ class Perception:
             hit = self._proposals.get(key)
         if hit is not None:
             return hit
-        props = self.detector.detect(bgr)
+        with stage("icons"):
+            props = self.detector.detect(bgr)
         self._remember(self._proposals, key, props)
         return props
 
     def ground_text(self, image: ImageInput, text: str, *, position: str | None = None,
                     frame_id: str | None = None, device: str | None = None) -> GroundResult:
-        bgr = to_bgr(image)
+        bgr = _bgr(image)
         ocr = self._read_text(bgr, frame_id or frame_hash(bgr), device)
-        return ground_text_in(ocr, cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB), text,
-                              self.settings.text, position)
+        with stage("match"):
+            return ground_text_in(ocr, cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB), text,
+                                  self.settings.text, position)
 
     def ground_icon(self, image: ImageInput, description: str, *, position: str | None = None,
                     frame_id: str | None = None) -> GroundResult:
-        bgr = to_bgr(image)
+        bgr = _bgr(image)
         props = self._proposals_for(bgr, frame_id or frame_hash(bgr))
-        return ground_icon_in(bgr, props, description, self.matcher, self.settings.icons, position)
+        matcher = self.matcher
+        with stage("match"):
+            return ground_icon_in(bgr, props, description, matcher, self.settings.icons,
+                                  position)
 
     def text_boxes(self, image: ImageInput, query: str, *, frame_id: str | None = None,
                    device: str | None = None) -> tuple[list[Rect], list[Rect]]:
         """The frame's OCR line boxes, and those of the lines matching ``query`` exactly
         (what a grounder's point snaps to, and what outranks it)."""
-        bgr = to_bgr(image)
+        bgr = _bgr(image)
         lines = self._read_text(bgr, frame_id or frame_hash(bgr), device).lines
-        matches, _ = match_text(lines, query, self.settings.text)
+        with stage("match"):
+            matches, _ = match_text(lines, query, self.settings.text)
         return [ln.box for ln in lines], [m.box for m in matches if m.method == "exact"]
 
     def icon_boxes(self, image: ImageInput, *, frame_id: str | None = None) -> list[Rect]:
         """The icon proposals an icon query chooses among (``icon_candidates``)."""
-        bgr = to_bgr(image)
+        bgr = _bgr(image)
         props = self._proposals_for(bgr, frame_id or frame_hash(bgr))
-        return [p.box for p in icon_candidates(bgr, props, self.settings.icons)[0]]
+        with stage("match"):
+            return [p.box for p in icon_candidates(bgr, props, self.settings.icons)[0]]
 
     def ground_point(self, image: ImageInput, point: Point, *, radius: float,
                      frame_id: str | None = None, device: str | None = None) -> Grounded:
         """A model's point checked against the frame's OCR lines and icon boxes
         (``snap_point``); ``method`` says what happened. Icons are only detected when no
         text line holds the point, since detection costs more than the cached OCR."""
-        bgr = to_bgr(image)
+        bgr = _bgr(image)
         key = frame_id or frame_hash(bgr)
         lines = [ln.box for ln in self._read_text(bgr, key, device).lines]
         snap = snap_point(point, lines, [], 0)

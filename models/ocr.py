@@ -36,6 +36,7 @@ from PIL import Image
 
 from models.providers import check_session
 from models.providers import resolve as resolve_providers
+from runtime.cpu_ledger import note, stage
 from runtime.errors import MobagentError
 
 Box = tuple[float, float, float, float]  # x1, y1, x2, y2 in frame pixels
@@ -525,6 +526,7 @@ class Ocr:
         if h < 8 or w < 8:
             return []
         inp = self._det_input(bgr, self.det_scale(*(frame_hw or (h, w))))
+        note("det_px", inp.shape[2] * inp.shape[3])
         pred = self._det.infer(inp)[0]
         boxes, _scores = self._det.postprocess_op(pred, (h, w))
         if len(boxes) == 0:
@@ -626,6 +628,8 @@ class Ocr:
             for group in groups:
                 idx = [order[k] for k in group]
                 width = int(np.ceil(max(widths[k] for k in group) / 8) * 8)
+                note("rec_lines", len(idx))
+                note("rec_px", len(idx) * width)  # read width, padding included
                 batch = np.zeros((len(idx), 3, height, width), dtype=np.float32)
                 for j, i in enumerate(idx):
                     w = min(width, max(1, int(np.ceil(height * ratios[i]))))
@@ -661,10 +665,12 @@ class Ocr:
         if y1 - y0 < 8:
             return OcrResult(width=w, height=h, lines=(), total_s=time.perf_counter() - t0)
         band = bgr[y0:y1] if (y0, y1) != (0, h) else bgr
-        quads = self.detect(band, (h, w))
+        with stage("detect"):  # runtime.cpu_ledger: this thread's CPU, by stage
+            quads = self.detect(band, (h, w))
         _give_way()
         t1 = time.perf_counter()
-        lines = self.recognize(band, quads)
+        with stage("recognize"):
+            lines = self.recognize(band, quads)
         if y0:
             lines = [_shift_line(line, y0) for line in lines]
         t2 = time.perf_counter()
@@ -842,18 +848,19 @@ class OcrCache:
         kind: OcrRun = "full"
         with self._lock:
             prev = self._prev.get(device)
-        small = cv2.cvtColor(cv2.resize(bgr, (bgr.shape[1] // 4 or 1, bgr.shape[0] // 4 or 1),
-                                        interpolation=cv2.INTER_AREA), cv2.COLOR_BGR2GRAY)
         result: OcrResult | None = None
         changed = 1.0
-        if prev is not None and prev[0].shape == small.shape and prev[1].width == bgr.shape[1] \
-                and prev[1].height == bgr.shape[0]:
-            bands = self._changed_bands(prev[0], small, bgr.shape[0])
-            changed = sum(b - a for a, b in bands) / bgr.shape[0]
-            if not bands:
-                result, kind = prev[1], "unchanged"
-            elif changed <= self.full_frac:
-                result, kind = self._update(bgr, prev[1], bands), "band"
+        with stage("band_diff"):  # the bands' own detect / recognize are theirs
+            small = cv2.cvtColor(cv2.resize(bgr, (bgr.shape[1] // 4 or 1, bgr.shape[0] // 4 or 1),
+                                            interpolation=cv2.INTER_AREA), cv2.COLOR_BGR2GRAY)
+            if prev is not None and prev[0].shape == small.shape \
+                    and prev[1].width == bgr.shape[1] and prev[1].height == bgr.shape[0]:
+                bands = self._changed_bands(prev[0], small, bgr.shape[0])
+                changed = sum(b - a for a, b in bands) / bgr.shape[0]
+                if not bands:
+                    result, kind = prev[1], "unchanged"
+                elif changed <= self.full_frac:
+                    result, kind = self._update(bgr, prev[1], bands), "band"
         if result is None:
             if not whole:
                 return None

@@ -71,6 +71,7 @@ async def test_a_running_background_read_stops_between_model_runs_while_urgent_w
     pool = PriorityPool(1)
     log: list[str] = []
     urgent_started = threading.Event()
+    first_run = threading.Event()
 
     def read() -> None:
         with giving_way(pool.wait_for_urgent):
@@ -78,6 +79,7 @@ async def test_a_running_background_read_stops_between_model_runs_while_urgent_w
                 _give_way()
                 log.append(f"run {i}")
                 if i == 0:
+                    first_run.set()
                     urgent_started.wait(5)
 
     async def background() -> None:
@@ -93,8 +95,7 @@ async def test_a_running_background_read_stops_between_model_runs_while_urgent_w
     with anyio.fail_after(10):
         async with anyio.create_task_group() as tg:
             tg.start_soon(background)
-            while not log:
-                await anyio.sleep(0.01)
+            await anyio.to_thread.run_sync(first_run.wait, 5)
             tg.start_soon(urgent)
     assert log == ["run 0", "urgent end", "run 1", "run 2"]
     _give_way()  # outside giving_way: nothing waits

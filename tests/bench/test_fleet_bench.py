@@ -69,6 +69,11 @@ def test_a_mobile_eval_run_on_one_phone_with_the_levers_off_and_on(tmp_path: Pat
         assert res["errors"] == 0 and res["episodes"] == 1 and res["groundings"] >= 1
         runs[res["levers"]] = res["ocr_runs_per_step"]
         assert res["rec_lines"] >= res["rec_reused"] >= 0
+        # the ledger's stages (runtime.cpu_ledger): the reads and capture's encoding ran
+        st = res["stage_cpu_s_per_step"]
+        assert st["detect"] > 0 and st["recognize"] > 0 and st["encode"] > 0
+        assert res["cpu_s_per_step"] == pytest.approx(sum(st.values()), abs=1e-3)
+        assert res["work_per_step"]["rec_lines"] > 0
     assert set(runs["both"]) == {"full", "band", "unchanged", "cached", "deferred"}
     # lazy OCR: the whole-frame reads of steps that click no text are left undone
     assert runs["none"]["full"] > 0 and runs["none"]["deferred"] == 0
