@@ -160,6 +160,7 @@ class PerceptionEngine:
         self, perception: Perception | None = None, *,
         settings: PerceptionSettings | None = None, workers: int = 1,
         speculation_priority: bool = True, grounder: Grounder | None = None,
+        give_way: bool = True,
     ) -> None:
         try:
             self.perception = perception or Perception(settings)
@@ -179,7 +180,7 @@ class PerceptionEngine:
         self.grounder_failed = 0  # calls that failed (hybrid: OCR's answer stood)
         self.grounder_disputed = 0  # icons the matcher placed elsewhere (both to the chooser)
         # speculation_priority=False: one FIFO queue (the old semaphore), for benchmarks
-        self.pool = PriorityPool(workers, priority=speculation_priority)
+        self.pool = PriorityPool(workers, priority=speculation_priority, give_way=give_way)
         self._queued: dict[str, tuple[str, int, anyio.CancelScope]] = {}  # device -> (episode, step, scope)
         self._reading: dict[str, anyio.Event] = {}  # frame sha -> its speculative read, running
         self.speculated = 0  # speculative reads done

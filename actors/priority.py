@@ -21,11 +21,13 @@ import anyio
 
 
 class PriorityPool:
-    """``size`` slots; ``priority=False`` is one FIFO queue for all (a plain semaphore)."""
+    """``size`` slots; ``priority=False`` is one FIFO queue for all (a plain semaphore);
+    ``give_way=False``: running background work never waits (benchmarks' "before")."""
 
-    def __init__(self, size: int, *, priority: bool = True) -> None:
+    def __init__(self, size: int, *, priority: bool = True, give_way: bool = True) -> None:
         self.size = max(1, size)
         self.priority = priority
+        self.give_way = give_way
         self.running = {True: 0, False: 0}  # by urgent
         self.overflows = 0  # urgent work that started beside background work over ``size``
         self._waiting: deque[tuple[bool, anyio.Event]] = deque()
@@ -35,7 +37,7 @@ class PriorityPool:
     def wait_for_urgent(self, limit_s: float = 2.0) -> None:
         """Block the calling worker thread while urgent work runs (at most ``limit_s``:
         background work is slowed, never stopped for good)."""
-        if self.priority:
+        if self.priority and self.give_way:
             self._no_urgent.wait(limit_s)
 
     @property
