@@ -1270,8 +1270,10 @@ def _glm_reply(key: str, op: Operation, aim: Aim, tap: bool, p: tuple[int, int],
                 g = "KEY_PRESS(key='Home')"
             case Stop():
                 g = "END()"
-            case _:
-                g = "WAIT()"
+            case PageUp():
+                g = f"SCROLL_UP(box=[[0,200,{_i(mw) - 1},800]], step_count=5, element_info='the list')"
+            case _:  # CogAgent has no wait: a hover, which changes nothing on a phone
+                g = f"HOVER(box=[[0,200,{_i(mw) - 1},800]], element_info='the loading page')"
         return ("Status: the screen shows [[0,0,999,80]] a status bar.\nPlan: do the task.\n"
                 f"Action: the next step.\nGrounded Operation: {g}{rng.choice(['', ' <<一般操作>>'])}")
     obj: dict[str, Any]
@@ -1361,7 +1363,7 @@ def new_family_malformed(key: str, rng: random.Random) -> Behaviour:
                 Behaviour.reply('Action: {"action_type": "teleport"}')],
         "cogagent": [Behaviour.reply("Status: a list.\nPlan: tap it.\nAction: tap the button."),
                      Behaviour.reply("Action: tap it.\nGrounded Operation: CLICK(box=[[12,"),
-                     Behaviour.reply("Action: hover.\nGrounded Operation: HOVER(box=[[1,2,3,4]])")],
+                     Behaviour.reply("Action: right-click.\nGrounded Operation: RIGHT_CLICK(box=[[1,2,3,4]])")],
         "venus": [Behaviour.reply("<think>tap it</think>\n<action>Click(box=(</action>"),
                   Behaviour.reply("<think>I need to look at the screen.</think>"),
                   Behaviour.reply("<action>Teleport(place='home')</action>")],

@@ -399,6 +399,9 @@ COGAGENT = [
     Case(_COG_SPACE, "Action: Scroll.\nGrounded Operation: SCROLL_DOWN(box=[[000,086,999,932]], element_type='Scroll', "
          "element_info='Scroll', step_count=5)", PageDown()),
     Case(_COG_SPACE, "Action: Submit.\nGrounded Operation: KEY_PRESS(key='Return')", Enter()),
+    # its mouse operations' own spelling, HOVER in place of CLICK: nothing to do on a phone
+    Case(_COG_SPACE, "Action: Wait for the page.\nGrounded Operation: HOVER(box=[[387,248,727,317]], "
+         "element_type='Clickable text', element_info='Click to add Title')", Wait()),
 ]
 
 

@@ -21,8 +21,9 @@ CogAgent reply: ``Status: ...`` (its boxes describe the screen: decoys), ``Plan:
 ``Action: <prose>``, then ``Grounded Operation: CLICK(box=[[x1,y1,x2,y2]],
 element_info='...')`` (its centre), ``DOUBLE_CLICK``, ``TYPE(box, text)``,
 ``SCROLL_UP`` / ``SCROLL_DOWN`` / ``SCROLL_LEFT`` / ``SCROLL_RIGHT`` (a wheel),
-``KEY_PRESS(key='Return')``, ``LAUNCH(app='...', url='None')``, ``END()``; perhaps a
-``<<一般操作>>`` tag after it.
+``KEY_PRESS(key='Return')``, ``LAUNCH(app='...', url='None')``, ``END()``, and ``HOVER``,
+which changes nothing on a touch screen and is read as a wait (CogAgent has no wait of its
+own; the prompt says so); perhaps a ``<<一般操作>>`` tag after it.
 
 Coordinates: 0–999 relative to the screenshot on each axis, divided by 1000 (GLM: "a
 ratio (‰) of the screenshot width or height"; CogAgent: "(a / 1000 * w, b / 1000 * h)");
@@ -90,7 +91,8 @@ Answer with:
 Status: <what the screen shows>
 Action: <the next step, in words>
 Grounded Operation: <one operation>
-The operations are CLICK(box=[[x1,y1,x2,y2]], element_info='...'), DOUBLE_CLICK(box=[[x1,y1,x2,y2]]), TYPE(box=[[x1,y1,x2,y2]], text='...'), SCROLL_UP(box=[[x1,y1,x2,y2]], step_count=5), SCROLL_DOWN(...), SCROLL_LEFT(...), SCROLL_RIGHT(...), KEY_PRESS(key='Return'), LAUNCH(app='...', url='None') and END().
+The operations are CLICK(box=[[x1,y1,x2,y2]], element_info='...'), DOUBLE_CLICK(box=[[x1,y1,x2,y2]]), TYPE(box=[[x1,y1,x2,y2]], text='...'), SCROLL_UP(box=[[x1,y1,x2,y2]], step_count=5), SCROLL_DOWN(...), SCROLL_LEFT(...), SCROLL_RIGHT(...), KEY_PRESS(key='Return'), LAUNCH(app='...', url='None'), HOVER(box=[[x1,y1,x2,y2]]) and END().
+A phone has no mouse: HOVER changes nothing there, so use it to wait while the screen loads.
 A box's numbers are three-digit, 000 to 999, relative to the screen's width and height.
 """
 
@@ -202,7 +204,10 @@ def cog_call_to_operation(call: Call) -> Operation:
         return OpenApp(_text(call.args, "app"))
     if n == "end":
         return Stop()
-    raise ParseError(f"{n.upper()} has no phone equivalent; use CLICK, TYPE, SCROLL_*, KEY_PRESS, LAUNCH or END")
+    if n == "hover":  # a mouse hover does nothing on a touch screen: the step waits
+        return Wait()
+    raise ParseError(f"{n.upper()} has no phone equivalent; use CLICK, TYPE, SCROLL_*, KEY_PRESS, LAUNCH, "
+                     "HOVER or END")
 
 
 _ACTION_RE = re.compile(r"(?im)^[ \t]*(?:\*\*)?action(?:\*\*)?[ \t]*:")
