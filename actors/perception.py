@@ -47,7 +47,6 @@ from models.llm.budget import CostCap, spending_cap
 from models.llm.errors import LLMCostCapReached, LLMError, LLMTimeout
 from models.llm.grounder import GrounderAnswer, ModelGrounder
 from models.llm.messages import ChatModel, LLMReply
-from models.ocr import OcrResult, giving_way
 from models.providers import ProviderError
 from protocol.messages import (
     Ambiguous,
@@ -160,7 +159,6 @@ class PerceptionEngine:
         self, perception: Perception | None = None, *,
         settings: PerceptionSettings | None = None, workers: int = 1,
         speculation_priority: bool = True, grounder: Grounder | None = None,
-        give_way: bool = True,
     ) -> None:
         try:
             self.perception = perception or Perception(settings)
@@ -180,7 +178,7 @@ class PerceptionEngine:
         self.grounder_failed = 0  # calls that failed (hybrid: OCR's answer stood)
         self.grounder_disputed = 0  # icons the matcher placed elsewhere (both to the chooser)
         # speculation_priority=False: one FIFO queue (the old semaphore), for benchmarks
-        self.pool = PriorityPool(workers, priority=speculation_priority, give_way=give_way)
+        self.pool = PriorityPool(workers, priority=speculation_priority)
         self._queued: dict[str, tuple[str, int, anyio.CancelScope]] = {}  # device -> (episode, step, scope)
         self._reading: dict[str, anyio.Event] = {}  # frame sha -> its speculative read, running
         self.speculated = 0  # speculative reads done
@@ -250,13 +248,9 @@ class PerceptionEngine:
                 return False  # this frame is being read already
             self._reading[sha] = done = anyio.Event()
             try:
-                def background() -> OcrResult | None:
-                    with giving_way(self.pool.wait_for_urgent):
-                        return (p.read_text_unless_full(captured.rgb, frame_id=sha, device=device)
-                                if lazy else p.read_text(captured.rgb, frame_id=sha,
-                                                         device=device or None))
-
-                read = await self._off_loop(device, background)
+                read = await self._off_loop(device, lambda: (
+                    p.read_text_unless_full(captured.rgb, frame_id=sha, device=device) if lazy
+                    else p.read_text(captured.rgb, frame_id=sha, device=device or None)))
             finally:
                 del self._reading[sha]
                 done.set()

@@ -5,14 +5,11 @@ background work (it only saves a later cache miss). A read cannot be interrupted
 runs in a worker thread, so "gives way" means: background work starts only on a free slot
 with no urgent work waiting, and urgent work never waits behind background work: when
 every slot is taken and some by background work, it takes one slot more (the thread pool
-is briefly one over) rather than queue behind a read it does not need. And background
-work already running gives way between its model runs while urgent work runs
-(``wait_for_urgent``, called from its worker thread: ``models.ocr.giving_way``).
+is briefly one over) rather than queue behind a read it does not need.
 """
 
 from __future__ import annotations
 
-import threading
 from collections import deque
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -21,24 +18,14 @@ import anyio
 
 
 class PriorityPool:
-    """``size`` slots; ``priority=False`` is one FIFO queue for all (a plain semaphore);
-    ``give_way=False``: running background work never waits (benchmarks' "before")."""
+    """``size`` slots; ``priority=False`` is one FIFO queue for all (a plain semaphore)."""
 
-    def __init__(self, size: int, *, priority: bool = True, give_way: bool = True) -> None:
+    def __init__(self, size: int, *, priority: bool = True) -> None:
         self.size = max(1, size)
         self.priority = priority
-        self.give_way = give_way
         self.running = {True: 0, False: 0}  # by urgent
         self.overflows = 0  # urgent work that started beside background work over ``size``
         self._waiting: deque[tuple[bool, anyio.Event]] = deque()
-        self._no_urgent = threading.Event()  # set while no urgent work runs
-        self._no_urgent.set()
-
-    def wait_for_urgent(self, limit_s: float = 2.0) -> None:
-        """Block the calling worker thread while urgent work runs (at most ``limit_s``:
-        background work is slowed, never stopped for good)."""
-        if self.priority and self.give_way:
-            self._no_urgent.wait(limit_s)
 
     @property
     def busy(self) -> int:
@@ -59,8 +46,6 @@ class PriorityPool:
 
     def release(self, urgent: bool) -> None:
         self.running[urgent] -= 1
-        if not self.running[True]:
-            self._no_urgent.set()
         self._dispatch()
 
     @asynccontextmanager
@@ -74,8 +59,6 @@ class PriorityPool:
     def _grant(self, item: tuple[bool, anyio.Event]) -> None:
         self._waiting.remove(item)
         self.running[item[0]] += 1
-        if item[0]:
-            self._no_urgent.clear()
         item[1].set()
 
     def _dispatch(self) -> None:

@@ -160,15 +160,12 @@ class RunStats:
 
 
 # --levers: the perception levers each variant runs with (agent.lazy_ocr, speculation
-# priority, perception.ocr.rec_cache on, a running speculative read giving way between its
-# model runs to a grounding); "default" is the agent's defaults, "before" the defaults
-# before the give-way (2026-12-06)
-LEVER_KEYS = ("lazy_ocr", "speculation_priority", "rec_cache", "give_way")
-LEVERS = {"default": (False, True, True, True), "before": (False, True, True, False),
-          "priority": (False, True, False, True),
-          "none": (False, False, False, False), "lazy": (True, False, False, False),
-          "both": (True, True, False, True), "cache": (False, False, True, False),
-          "lazy+cache": (True, True, True, True)}
+# priority, perception.ocr.rec_cache on); "default" is the agent's defaults
+LEVER_KEYS = ("lazy_ocr", "speculation_priority", "rec_cache")
+LEVERS = {"default": (False, True, True), "priority": (False, True, False),
+          "none": (False, False, False), "lazy": (True, False, False),
+          "both": (True, True, False), "cache": (False, False, True),
+          "lazy+cache": (True, True, True)}
 
 
 class TimedDevice:
@@ -668,7 +665,7 @@ async def run_n_eval(n: int, args: argparse.Namespace, adb_port: int, llm_url: s
     from sim.fleet import SimFleet
 
     stats = RunStats(n, levers=levers)
-    lazy, priority, rec_cache, give_way = LEVERS[levers]
+    lazy, priority, rec_cache = LEVERS[levers]
     tasks = [cls(args.seed) for cls in select_tasks(args.tasks)]
     fleet_sim = await anyio.to_thread.run_sync(lambda: SimFleet(
         n, seed=args.seed, profile="realistic", adb_port=adb_port).start())
@@ -689,7 +686,7 @@ async def run_n_eval(n: int, args: argparse.Namespace, adb_port: int, llm_url: s
                              perception_workers=args.perception_workers)
     perception = PerceptionEngine(settings=PerceptionSettings(
         ocr=OcrSettings(threads=args.ocr_threads, rec_cache=4096 if rec_cache else 0)),
-        workers=args.perception_workers, speculation_priority=priority, give_way=give_way)
+        workers=args.perception_workers, speculation_priority=priority)
     # the models load once per host (about a second), not per step: before the clock starts
     await anyio.to_thread.run_sync(perception.perception.warm)
     llm_client = LLMClient(LLMSettings(
@@ -859,10 +856,8 @@ def main(argv: list[str] | None = None) -> int:
                         "phone's clock is a minute after the previous one's)")
     p.add_argument("--levers", default="default",
                    help="mobile-eval: perception lever variants, comma-separated, each run at "
-                        "every N (interleaved): default (the agent's: priority, the line cache, "
-                        "a running read giving way to a grounding), before (the default "
-                        "without the give-way), priority (the speculative read at low "
-                        "priority), lazy "
+                        "every N (interleaved): default (the agent's: priority and the line "
+                        "cache), priority (the speculative read at low priority), lazy "
                         "(agent.lazy_ocr, FIFO pool), both (lazy and priority), cache (the "
                         "OCR line cache alone), lazy+cache (all three), none")
     p.add_argument("--out", type=Path, default=Path("bench-out/fleet"))

@@ -20,8 +20,7 @@ import os
 import platform
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -636,10 +635,7 @@ class Ocr:
                     img = cv2.resize(crops[i], (w, height)).astype(np.float32)
                     batch[j, :, :, :w] = (img.transpose(2, 0, 1) / 255.0 - 0.5) / 0.5
                 batches.append((idx, [ratios[i] for i in idx], batch))
-        preds = []
-        for _idx, _r, batch in batches:
-            _give_way()
-            preds.append(self._rec.session(batch)[0])
+        preds = [self._rec.session(batch)[0] for _idx, _r, batch in batches]
         out: list[Any] = [("", 0.0)] * len(crops)
         for (idx, line_ratios, batch), pred in zip(batches, preds, strict=True):
             decoded = self._rec.postprocess_op(
@@ -667,7 +663,6 @@ class Ocr:
         band = bgr[y0:y1] if (y0, y1) != (0, h) else bgr
         with stage("detect"):  # runtime.cpu_ledger: this thread's CPU, by stage
             quads = self.detect(band, (h, w))
-        _give_way()
         t1 = time.perf_counter()
         with stage("recognize"):
             lines = self.recognize(band, quads)
@@ -681,30 +676,6 @@ class Ocr:
         """`run` off the event loop, with a timeout (the thread is abandoned, not killed)."""
         with anyio.fail_after(timeout_s):
             return await anyio.to_thread.run_sync(self.run, image, abandon_on_cancel=True)
-
-
-_GIVE_WAY = threading.local()
-
-
-@contextmanager
-def giving_way(wait: Callable[[], None]) -> Iterator[None]:
-    """Inside the block this thread's OCR calls ``wait`` between its model runs (after the
-    detector, before each recogniser run): background work (a speculative read) stops there
-    while urgent work (a grounding) runs. A model run cannot be interrupted, but a read is
-    a detector run and several recogniser runs of 10-50 ms each, so urgent work waits for
-    one run at most instead of a whole read."""
-    before = getattr(_GIVE_WAY, "wait", None)
-    _GIVE_WAY.wait = wait
-    try:
-        yield
-    finally:
-        _GIVE_WAY.wait = before
-
-
-def _give_way() -> None:
-    wait = getattr(_GIVE_WAY, "wait", None)
-    if wait is not None:
-        wait()
 
 
 # One recogniser run costs about as much as this many pixels of line width (1.5-2 ms against

@@ -61,46 +61,6 @@ async def test_urgent_work_does_not_queue_behind_background_work(priority: bool)
     assert pool.busy == 0
 
 
-async def test_a_running_background_read_stops_between_model_runs_while_urgent_work_runs() -> None:
-    # A read in a worker thread: three model runs, the first lasting until a grounding has
-    # started beside it. The grounding holds the CPU alone: the read's next run waits for it.
-    import threading
-
-    from models.ocr import _give_way, giving_way
-
-    pool = PriorityPool(1)
-    log: list[str] = []
-    urgent_started = threading.Event()
-    first_run = threading.Event()
-
-    def read() -> None:
-        with giving_way(pool.wait_for_urgent):
-            for i in range(3):
-                _give_way()
-                log.append(f"run {i}")
-                if i == 0:
-                    first_run.set()
-                    urgent_started.wait(5)
-
-    async def background() -> None:
-        async with pool.slot(urgent=False):
-            await anyio.to_thread.run_sync(read)
-
-    async def urgent() -> None:
-        async with pool.slot(urgent=True):
-            urgent_started.set()
-            await anyio.sleep(0.3)
-            log.append("urgent end")
-
-    with anyio.fail_after(10):
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(background)
-            await anyio.to_thread.run_sync(first_run.wait, 5)
-            tg.start_soon(urgent)
-    assert log == ["run 0", "urgent end", "run 1", "run 2"]
-    _give_way()  # outside giving_way: nothing waits
-
-
 async def test_a_cancelled_waiter_leaves_the_queue() -> None:
     pool = PriorityPool(1)
     await pool.acquire(urgent=False)
