@@ -17,7 +17,6 @@ read is left to the grounding that needs it.
 from __future__ import annotations
 
 import math
-import threading
 import time
 from collections import deque
 from collections.abc import Callable
@@ -133,18 +132,11 @@ def serve_timeout_for(timeout_s: float) -> float:
 
 
 class PerceptionMeter:
-    """What perception cost: CPU seconds per device (running totals: a reader takes
-    differences) and the latency of recent grounding requests. The same CPU by stage
-    (detector, recognition, band diff, ...) is in the engine's ``ledger``."""
+    """The latency of recent grounding requests (their CPU, per device and stage, is in the
+    engine's ``ledger``)."""
 
     def __init__(self, keep: int = 4096) -> None:
-        self.cpu_s: dict[str, float] = {}
         self.ground_s: deque[float] = deque(maxlen=keep)
-        self._lock = threading.Lock()  # added to from worker threads
-
-    def add_cpu(self, device: str, seconds: float) -> None:
-        with self._lock:
-            self.cpu_s[device] = self.cpu_s.get(device, 0.0) + seconds
 
     def add_ground(self, seconds: float) -> None:
         self.ground_s.append(seconds)
@@ -190,17 +182,13 @@ class PerceptionEngine:
 
     async def _off_loop(self, device: str, fn: Callable[[], T]) -> T:
         """``fn`` in a worker thread under ``timeout_s`` (on timeout the thread is abandoned,
-        not killed), its CPU time added to ``device``'s meter and, by stage, to its
-        ``ledger``. With ``perception.ocr.threads = 1`` that is all of it; with more,
-        onnxruntime's pool threads work uncounted."""
+        not killed), its CPU time charged to ``device`` by stage on the ``ledger``. With
+        ``perception.ocr.threads = 1`` that is all of it; with more, onnxruntime's pool
+        threads work uncounted."""
 
         def measured() -> T:
-            t = time.thread_time()
-            try:
-                with charging(self.ledger, device):
-                    return fn()
-            finally:
-                self.meter.add_cpu(device, time.thread_time() - t)
+            with charging(self.ledger, device):
+                return fn()
 
         with anyio.fail_after(self.timeout_s):
             return await anyio.to_thread.run_sync(measured, abandon_on_cancel=True)

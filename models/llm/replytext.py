@@ -78,9 +78,9 @@ def _markup(pattern: str, text: str) -> list[re.Match[str]]:
             if not _in_argument(text, m.start())]
 
 
-def _cut(text: str, spans: list[re.Match[str]], by: str = "\n") -> str:
+def _cut(text: str, spans: list[re.Match[str]]) -> str:
     for m in reversed(spans):
-        text = text[:m.start()] + by + text[m.end():]
+        text = text[:m.start()] + "\n" + text[m.end():]
     return text
 
 

@@ -145,13 +145,13 @@ async def test_perception_meters_its_cpu_per_device_and_grounding_latency(
     c = await cap.capture()
     actor = PerceptionEngine()
     assert await actor.read_lines(c, "phone-1")
-    spent = actor.meter.cpu_s["phone-1"]
+    spent = actor.ledger.total("phone-1")
     assert spent > 0 and not actor.meter.ground_s
     req = GroundRequest(frame_id=c.frame_id, operation=ClickText("Settings"), device="phone-1")
     assert isinstance(await actor.ground(req, c), Grounded)
     # the frame's OCR is cached: grounding adds little CPU, and one latency
-    assert actor.meter.cpu_s["phone-1"] >= spent and len(actor.meter.ground_s) == 1
-    assert set(actor.meter.cpu_s) == {"phone-1"}
+    assert actor.ledger.total("phone-1") >= spent and len(actor.meter.ground_s) == 1
+    assert set(actor.ledger.devices()) == {"phone-1"}
 
 
 def test_sensitive_patterns() -> None:

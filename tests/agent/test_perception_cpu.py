@@ -129,8 +129,6 @@ async def test_each_phone_is_charged_the_reads_of_its_own_frames(
         stages = led.stages(dev)
         assert stages["detect"] > 0 and stages["recognize"] > 0 and stages["match"] > 0
         assert led.total(dev) == pytest.approx(sum(stages.values()))
-        # the meter times the same worker-thread calls from outside the ledger's regions
-        assert engine.meter.cpu_s[dev] == pytest.approx(led.total(dev), abs=0.01)
     # what each recogniser run read, counted where it ran: a's one line, b's page
     assert led.counts("a")["rec_lines"] == 1
     assert led.counts("b")["rec_lines"] >= 20
