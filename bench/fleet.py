@@ -27,11 +27,13 @@ detector, recognition, band diff, icon proposals, matching, capture's encoding, 
 with the detector's input Mpx, lines and recognised kpx per step), OCR
 reads per step (whole frame, changed bands only, unchanged frame, frame already read),
 grounding latency (p50, p95, at the perception service) and SU; and the tasks whose SU
-differs from N = 1. ``--levers default,none,lazy,priority,both,cache,lazy+cache`` runs each
-N once per perception lever variant, side by side (``default``: the agent's defaults, the
-speculative read at low priority and the OCR line cache on; ``priority``: the low priority
-alone; ``lazy``: ``agent.lazy_ocr`` on, the pool one FIFO queue; ``both``: lazy and priority;
-``cache``: the line cache alone (``perception.ocr.rec_cache``); ``lazy+cache``: all three;
+differs from N = 1. ``--levers default,none,lazy,priority,both,cache,lazy+cache,onnxruntime``
+runs each N once per perception lever variant, side by side (``default``: the agent's
+defaults, the speculative read at low priority and the OCR line cache on; ``priority``: the
+low priority alone; ``lazy``: ``agent.lazy_ocr`` on, the pool one FIFO queue; ``both``: lazy
+and priority; ``cache``: the line cache alone (``perception.ocr.rec_cache``);
+``lazy+cache``: all three; ``onnxruntime``: the defaults with OCR's models on onnxruntime
+(``perception.ocr.runtime``; ``auto``, the default, takes OpenVINO on a CPU-only host);
 ``none``: none, as before the levers); the rows and the last line's keys are then
 ``VARIANT/N``, each variant's ratio against its own N = 1. The models are loaded and run
 once before the clock starts (a one-off per process, not a step's cost).
@@ -160,12 +162,15 @@ class RunStats:
 
 
 # --levers: the perception levers each variant runs with (agent.lazy_ocr, speculation
-# priority, perception.ocr.rec_cache on); "default" is the agent's defaults
-LEVER_KEYS = ("lazy_ocr", "speculation_priority", "rec_cache")
-LEVERS = {"default": (False, True, True), "priority": (False, True, False),
-          "none": (False, False, False), "lazy": (True, False, False),
-          "both": (True, True, False), "cache": (False, False, True),
-          "lazy+cache": (True, True, True)}
+# priority, perception.ocr.rec_cache on, perception.ocr.runtime); "default" is the agent's
+# defaults; "onnxruntime" is them with OCR on onnxruntime (the defaults before OpenVINO)
+LEVER_KEYS = ("lazy_ocr", "speculation_priority", "rec_cache", "ocr_runtime")
+LEVERS: dict[str, tuple[bool, bool, bool, str]] = {
+    "default": (False, True, True, "auto"), "priority": (False, True, False, "auto"),
+    "none": (False, False, False, "auto"), "lazy": (True, False, False, "auto"),
+    "both": (True, True, False, "auto"), "cache": (False, False, True, "auto"),
+    "lazy+cache": (True, True, True, "auto"),
+    "onnxruntime": (False, True, True, "onnxruntime")}
 
 
 class TimedDevice:
@@ -665,7 +670,7 @@ async def run_n_eval(n: int, args: argparse.Namespace, adb_port: int, llm_url: s
     from sim.fleet import SimFleet
 
     stats = RunStats(n, levers=levers)
-    lazy, priority, rec_cache = LEVERS[levers]
+    lazy, priority, rec_cache, runtime = LEVERS[levers]
     tasks = [cls(args.seed) for cls in select_tasks(args.tasks)]
     fleet_sim = await anyio.to_thread.run_sync(lambda: SimFleet(
         n, seed=args.seed, profile="realistic", adb_port=adb_port).start())
@@ -685,7 +690,8 @@ async def run_n_eval(n: int, args: argparse.Namespace, adb_port: int, llm_url: s
                              speculative_ocr=not args.no_speculation, lazy_ocr=lazy,
                              perception_workers=args.perception_workers)
     perception = PerceptionEngine(settings=PerceptionSettings(
-        ocr=OcrSettings(threads=args.ocr_threads, rec_cache=4096 if rec_cache else 0)),
+        ocr=OcrSettings(threads=args.ocr_threads, rec_cache=4096 if rec_cache else 0,
+                        runtime=runtime)),  # type: ignore[arg-type]
         workers=args.perception_workers, speculation_priority=priority)
     # the models load once per host (about a second), not per step: before the clock starts
     await anyio.to_thread.run_sync(perception.perception.warm)

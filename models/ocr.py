@@ -33,6 +33,8 @@ import structlog
 from cachetools import LRUCache
 from PIL import Image
 
+from models.openvino_session import OpenVinoSession
+from models.openvino_session import available as openvino_available
 from models.providers import check_session
 from models.providers import resolve as resolve_providers
 from runtime.cpu_ledger import note, stage
@@ -174,6 +176,11 @@ class OcrSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
     rec_cache: int = 4096
     # onnxruntime providers for OCR alone; empty: perception.providers (models/providers.py)
     providers: tuple[str, ...] = ()
+    # What runs the models: "openvino" (OpenVINO's CPU kernels: about half onnxruntime's CPU
+    # time for the same reads; docs/perception.md, "The runtime"), "onnxruntime" (any of its
+    # providers, CUDA too), or "auto": OpenVINO when it is installed and the providers are
+    # the CPU alone, else onnxruntime.
+    runtime: Literal["auto", "onnxruntime", "openvino"] = "auto"
     threads: int = 0  # intra-op threads; 0 = onnxruntime's default
     # int8 detector / recogniser (onnxruntime.quantization; docs/perception.md, "Model
     # levers"): "dynamic" (weights only; made on first use), "static" (weights and
@@ -275,7 +282,7 @@ def recognizer_model(models: str) -> bytes:
     return model.SerializeToString()
 
 
-def recognizer_keys(models: str, session: ort.InferenceSession) -> list[str]:
+def recognizer_keys(models: str, session: ort.InferenceSession | OpenVinoSession) -> list[str]:
     """The recogniser's characters: from the set's dictionary file, else the model's metadata."""
     if MODEL_SETS[models].keys:
         text = model_file(models, "keys").read_text(encoding="utf-8")
@@ -401,6 +408,16 @@ def optimized_path(source: bytes) -> Path:
     return ocr_cache_dir() / f"opt-{digest(source)}-{_cpu_tag()}.onnx"
 
 
+def choose_runtime(wanted: Literal["auto", "onnxruntime", "openvino"],
+                   providers: Sequence[str]) -> Literal["onnxruntime", "openvino"]:
+    """What runs OCR's models (`OcrSettings.runtime`): "auto" takes OpenVINO when it is
+    installed and the providers are the CPU alone (a GPU provider stays onnxruntime's)."""
+    if wanted != "auto":
+        return wanted
+    cpu_only = list(providers) == ["CPUExecutionProvider"]
+    return "openvino" if cpu_only and openvino_available() else "onnxruntime"
+
+
 def load_session(model: Path | bytes, providers: list[str], *, threads: int = 0,
                  spin: bool = True, save_optimized: bool = False) -> ort.InferenceSession:
     """An onnxruntime session with our options (memory arena on, spinning as asked).
@@ -487,17 +504,23 @@ class Ocr:
         # what each part runs: "fp32", "int8-dynamic" or "int8-static" (a static int8 file
         # not built yet leaves "fp32")
         self.model_kinds = {"det": det_kind, "rec": rec_kind, "cls": "fp32"}
+        self.runtime = choose_runtime(s.runtime, self.providers)
         opt = s.save_optimized
-        sessions = {
-            "det": load_session(det_src, self.providers, threads=s.threads, spin=s.det_spin,
-                                save_optimized=opt),
-            "cls": load_session(model_file(s.models, "cls"), self.providers, threads=s.threads,
-                                spin=False, save_optimized=opt),
-            "rec": load_session(rec_src, self.providers, threads=s.threads, save_optimized=opt),
-        }
-        for part, session in sessions.items():
-            check_session(session, self.providers, f"OCR {part} model of {s.models!r}",
-                          allow_cpu_fallback=allow_cpu_fallback)
+        sources: dict[str, tuple[Path | bytes, bool]] = {
+            "det": (det_src, s.det_spin), "cls": (model_file(s.models, "cls"), False),
+            "rec": (rec_src, True)}
+        sessions: dict[str, ort.InferenceSession | OpenVinoSession] = {}
+        for part, (src, spin) in sources.items():
+            what = f"OCR {part} model of {s.models!r}"
+            if self.runtime == "openvino":
+                sessions[part] = OpenVinoSession(
+                    src, threads=s.threads, what=what,
+                    cache_dir=ocr_cache_dir() / "openvino" if opt else None)
+                continue
+            session = load_session(src, self.providers, threads=s.threads, spin=spin,
+                                   save_optimized=opt)
+            check_session(session, self.providers, what, allow_cpu_fallback=allow_cpu_fallback)
+            sessions[part] = session
         engine.text_det.infer.session = sessions["det"]
         engine.text_cls.infer.session = sessions["cls"]
         engine.text_rec.session.session = sessions["rec"]
