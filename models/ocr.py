@@ -152,9 +152,9 @@ class OcrSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
     det_box_thresh: float = 0.5
     det_unclip_ratio: float = 1.6
     text_score: float = 0.5  # lines recognised below this are dropped
-    # Recognition batches: lines sorted by width, grouped to minimise padded width plus a
-    # per-run cost (`plan_batches`); 0 = that plan, N > 0 = fixed runs of N lines (rapidocr's
-    # way, 6 lines).
+    # Recognition batches: 0 = by runtime (onnxruntime: lines sorted by width, grouped to
+    # minimise padded width plus a per-run cost, `plan_batches`; OpenVINO: a line a run,
+    # `Ocr.single_line_runs`), N > 0 = fixed runs of N lines (rapidocr's way, 6 lines).
     rec_batch: int = 0
     rec_max_area: int = 2048  # at most this many px of padded width per run (cache-sized)
     # Narrow lines are padded to this width before recognition; rapidocr pads to 320, which
@@ -505,6 +505,13 @@ class Ocr:
         # not built yet leaves "fp32")
         self.model_kinds = {"det": det_kind, "rec": rec_kind, "cls": "fp32"}
         self.runtime = choose_runtime(s.runtime, self.providers)
+        # OpenVINO prepares its kernels once per input shape, and a shape's first run costs
+        # 2-3 times a later one; its cost per run is small. So on OpenVINO each line is its
+        # own run, its width rounded up to `SINGLE_LINE_WIDTH_STEP`: a hundred-odd shapes in
+        # all, soon all prepared, where planned batches kept meeting new ones (on 40
+        # droidbot-dev screens, recognition took 0.50-0.58x onnxruntime's CPU this way
+        # against 0.48-0.66x with batches; docs/perception.md, "The runtime").
+        self.single_line_runs = self.runtime == "openvino" and s.rec_batch == 0
         opt = s.save_optimized
         sources: dict[str, tuple[Path | bytes, bool]] = {
             "det": (det_src, s.det_spin), "cls": (model_file(s.models, "cls"), False),
@@ -645,11 +652,14 @@ class Ocr:
             if s.rec_batch > 0:
                 groups = [range(a, min(a + s.rec_batch, len(order)))
                           for a in range(0, len(order), s.rec_batch)]
+            elif self.single_line_runs:
+                groups = [range(k, k + 1) for k in range(len(order))]
             else:
                 groups = plan_batches(widths, s.rec_max_area)
+            step = SINGLE_LINE_WIDTH_STEP if self.single_line_runs else 8
             for group in groups:
                 idx = [order[k] for k in group]
-                width = int(np.ceil(max(widths[k] for k in group) / 8) * 8)
+                width = int(np.ceil(max(widths[k] for k in group) / step) * step)
                 note("rec_lines", len(idx))
                 note("rec_px", len(idx) * width)  # read width, padding included
                 batch = np.zeros((len(idx), 3, height, width), dtype=np.float32)
@@ -700,6 +710,10 @@ class Ocr:
         with anyio.fail_after(timeout_s):
             return await anyio.to_thread.run_sync(self.run, image, abandon_on_cancel=True)
 
+
+# A line read on its own (OpenVINO) is padded to a multiple of this width: fewer input
+# shapes to prepare (see `Ocr.single_line_runs`) for 5 % more px than steps of 8.
+SINGLE_LINE_WIDTH_STEP = 32
 
 # One recogniser run costs about as much as this many pixels of line width (1.5-2 ms against
 # ~0.035 ms per px of a 48 px high line on a 2-core CPU).
