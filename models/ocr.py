@@ -1,4 +1,5 @@
-"""Text detection and recognition with PaddleOCR models (PP-OCRv4, v5 or v6) on onnxruntime.
+"""Text detection and recognition with PaddleOCR models (PP-OCRv4, v5 or v6) on OpenVINO's
+CPU runtime or onnxruntime (`OcrSettings.runtime`; `models/openvino_session.py`).
 
 The model files come from wheels that ship them (`MODEL_SETS`; nothing is downloaded at run
 time); rapidocr-onnxruntime provides the pre- and post-processing (DB boxes, CTC decoding).
@@ -545,6 +546,8 @@ class Ocr:
         self.rec_reused = 0  # lines answered from the crop cache
         self._det_mean = np.asarray(engine.text_det.mean, dtype=np.float32) * 255
         self._det_inv_std = 1 / (np.asarray(engine.text_det.std, dtype=np.float32) * 255)
+        log.info("ocr_engine", runtime=self.runtime, models=s.models, kinds=self.model_kinds,
+                 threads=s.threads)
 
     # -- the pipeline -------------------------------------------------------------------
 
