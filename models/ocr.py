@@ -177,12 +177,12 @@ class OcrSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
     rec_cache: int = 4096
     # onnxruntime providers for OCR alone; empty: perception.providers (models/providers.py)
     providers: tuple[str, ...] = ()
-    # What runs the models: "openvino" (OpenVINO's CPU kernels: about half onnxruntime's CPU
-    # time for the same reads; docs/perception.md, "The runtime"), "onnxruntime" (any of its
+    # What runs the models: "openvino" (OpenVINO's CPU kernels: the same reads for 0.6-0.8x
+    # of onnxruntime's CPU; docs/perception.md, "The runtime"), "onnxruntime" (any of its
     # providers, CUDA too), or "auto": OpenVINO when it is installed and the providers are
     # the CPU alone, else onnxruntime.
     runtime: Literal["auto", "onnxruntime", "openvino"] = "auto"
-    threads: int = 0  # intra-op threads; 0 = onnxruntime's default
+    threads: int = 0  # the runtime's threads per run; 0 = its default
     # int8 detector / recogniser (onnxruntime.quantization; docs/perception.md, "Model
     # levers"): "dynamic" (weights only; made on first use), "static" (weights and
     # activations, calibrated on real screens: built once by `python -m models.export.ocr_int8`;
