@@ -27,12 +27,14 @@ detector, recognition, band diff, icon proposals, matching, capture's encoding, 
 with the detector's input Mpx, lines and recognised kpx per step), OCR
 reads per step (whole frame, changed bands only, unchanged frame, frame already read),
 grounding latency (p50, p95, at the perception service) and SU; and the tasks whose SU
-differs from N = 1. ``--levers default,none,lazy,priority,both,cache,lazy+cache`` runs each
-N once per perception lever variant, side by side (``default``: the agent's defaults, the
-speculative read at low priority and the OCR line cache on; ``priority``: the low priority
-alone; ``lazy``: ``agent.lazy_ocr`` on, the pool one FIFO queue; ``both``: lazy and priority;
-``cache``: the line cache alone (``perception.ocr.rec_cache``); ``lazy+cache``: all three;
-``none``: none, as before the levers); the rows and the last line's keys are then
+differs from N = 1. ``--levers default,none,lazy,priority,both,cache,lazy+cache,bands`` runs
+each N once per perception lever variant, side by side (``default``: the agent's defaults,
+the speculative read at low priority, the OCR line cache on and changed places re-read as
+rectangles; ``priority``: the low priority alone; ``lazy``: ``agent.lazy_ocr`` on, the pool
+one FIFO queue; ``both``: lazy and priority; ``cache``: the line cache alone
+(``perception.ocr.rec_cache``); ``lazy+cache``: all three; ``bands``: the defaults but
+changed places re-read as full-width bands (``perception.ocr_cache.rects`` off); ``none``:
+none, as before the levers); the rows and the last line's keys are then
 ``VARIANT/N``, each variant's ratio against its own N = 1. The models are loaded and run
 once before the clock starts (a one-off per process, not a step's cost).
 
@@ -160,12 +162,13 @@ class RunStats:
 
 
 # --levers: the perception levers each variant runs with (agent.lazy_ocr, speculation
-# priority, perception.ocr.rec_cache on); "default" is the agent's defaults
-LEVER_KEYS = ("lazy_ocr", "speculation_priority", "rec_cache")
-LEVERS = {"default": (False, True, True), "priority": (False, True, False),
-          "none": (False, False, False), "lazy": (True, False, False),
-          "both": (True, True, False), "cache": (False, False, True),
-          "lazy+cache": (True, True, True)}
+# priority, perception.ocr.rec_cache on, perception.ocr_cache.rects on); "default" is the
+# agent's defaults
+LEVER_KEYS = ("lazy_ocr", "speculation_priority", "rec_cache", "ocr_rects")
+LEVERS = {"default": (False, True, True, True), "priority": (False, True, False, True),
+          "none": (False, False, False, False), "lazy": (True, False, False, True),
+          "both": (True, True, False, True), "cache": (False, False, True, True),
+          "lazy+cache": (True, True, True, True), "bands": (False, True, True, False)}
 
 
 class TimedDevice:
@@ -657,7 +660,7 @@ async def run_n_eval(n: int, args: argparse.Namespace, adb_port: int, llm_url: s
     from host.oracle import OraclePolicy
     from models.grounding import PerceptionSettings
     from models.llm import LLMClient, LLMSettings, RoleModels
-    from models.ocr import OcrSettings
+    from models.ocr import OcrCacheSettings, OcrSettings
     from protocol.messages import CODEC, EpisodeFinished, Instruction
     from runtime import topics
     from runtime.bus import Bus, parse_broker_url
@@ -665,7 +668,7 @@ async def run_n_eval(n: int, args: argparse.Namespace, adb_port: int, llm_url: s
     from sim.fleet import SimFleet
 
     stats = RunStats(n, levers=levers)
-    lazy, priority, rec_cache = LEVERS[levers]
+    lazy, priority, rec_cache, rects = LEVERS[levers]
     tasks = [cls(args.seed) for cls in select_tasks(args.tasks)]
     fleet_sim = await anyio.to_thread.run_sync(lambda: SimFleet(
         n, seed=args.seed, profile="realistic", adb_port=adb_port).start())
@@ -685,7 +688,8 @@ async def run_n_eval(n: int, args: argparse.Namespace, adb_port: int, llm_url: s
                              speculative_ocr=not args.no_speculation, lazy_ocr=lazy,
                              perception_workers=args.perception_workers)
     perception = PerceptionEngine(settings=PerceptionSettings(
-        ocr=OcrSettings(threads=args.ocr_threads, rec_cache=4096 if rec_cache else 0)),
+        ocr=OcrSettings(threads=args.ocr_threads, rec_cache=4096 if rec_cache else 0),
+        ocr_cache=OcrCacheSettings(rects=rects)),
         workers=args.perception_workers, speculation_priority=priority)
     # the models load once per host (about a second), not per step: before the clock starts
     await anyio.to_thread.run_sync(perception.perception.warm)
@@ -859,7 +863,10 @@ def main(argv: list[str] | None = None) -> int:
                         "every N (interleaved): default (the agent's: priority and the line "
                         "cache), priority (the speculative read at low priority), lazy "
                         "(agent.lazy_ocr, FIFO pool), both (lazy and priority), cache (the "
-                        "OCR line cache alone), lazy+cache (all three), none")
+                        "OCR line cache alone), lazy+cache (all three), none (none of them, "
+                        "re-reads in full-width bands), bands (the defaults with "
+                        "perception.ocr_cache.rects off: changed places re-read as "
+                        "full-width bands)")
     p.add_argument("--out", type=Path, default=Path("bench-out/fleet"))
     args = p.parse_args(argv)
     eval_load = args.workload == "mobile-eval"
