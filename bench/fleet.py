@@ -27,14 +27,14 @@ detector, recognition, band diff, icon proposals, matching, capture's encoding, 
 with the detector's input Mpx, lines and recognised kpx per step), OCR
 reads per step (whole frame, changed bands only, unchanged frame, frame already read),
 grounding latency (p50, p95, at the perception service) and SU; and the tasks whose SU
-differs from N = 1. ``--levers default,none,lazy,priority,both,cache,lazy+cache,bands`` runs
+differs from N = 1. ``--levers default,none,lazy,priority,both,cache,lazy+cache,rects`` runs
 each N once per perception lever variant, side by side (``default``: the agent's defaults,
-the speculative read at low priority, the OCR line cache on and changed places re-read as
-rectangles; ``priority``: the low priority alone; ``lazy``: ``agent.lazy_ocr`` on, the pool
-one FIFO queue; ``both``: lazy and priority; ``cache``: the line cache alone
-(``perception.ocr.rec_cache``); ``lazy+cache``: all three; ``bands``: the defaults but
-changed places re-read as full-width bands (``perception.ocr_cache.rects`` off); ``none``:
-none, as before the levers); the rows and the last line's keys are then
+the speculative read at low priority and the OCR line cache on; ``priority``: the low
+priority alone; ``lazy``: ``agent.lazy_ocr`` on, the pool one FIFO queue; ``both``: lazy
+and priority; ``cache``: the line cache alone (``perception.ocr.rec_cache``); ``lazy+cache``:
+all three; ``rects``: the defaults with changed places re-read as rectangles, not
+full-width bands (``perception.ocr_cache.rects``); ``none``: none, as before the levers);
+the rows and the last line's keys are then
 ``VARIANT/N``, each variant's ratio against its own N = 1. The models are loaded and run
 once before the clock starts (a one-off per process, not a step's cost).
 
@@ -165,10 +165,10 @@ class RunStats:
 # priority, perception.ocr.rec_cache on, perception.ocr_cache.rects on); "default" is the
 # agent's defaults
 LEVER_KEYS = ("lazy_ocr", "speculation_priority", "rec_cache", "ocr_rects")
-LEVERS = {"default": (False, True, True, True), "priority": (False, True, False, True),
-          "none": (False, False, False, False), "lazy": (True, False, False, True),
-          "both": (True, True, False, True), "cache": (False, False, True, True),
-          "lazy+cache": (True, True, True, True), "bands": (False, True, True, False)}
+LEVERS = {"default": (False, True, True, False), "priority": (False, True, False, False),
+          "none": (False, False, False, False), "lazy": (True, False, False, False),
+          "both": (True, True, False, False), "cache": (False, False, True, False),
+          "lazy+cache": (True, True, True, False), "rects": (False, True, True, True)}
 
 
 class TimedDevice:
@@ -863,10 +863,9 @@ def main(argv: list[str] | None = None) -> int:
                         "every N (interleaved): default (the agent's: priority and the line "
                         "cache), priority (the speculative read at low priority), lazy "
                         "(agent.lazy_ocr, FIFO pool), both (lazy and priority), cache (the "
-                        "OCR line cache alone), lazy+cache (all three), none (none of them, "
-                        "re-reads in full-width bands), bands (the defaults with "
-                        "perception.ocr_cache.rects off: changed places re-read as "
-                        "full-width bands)")
+                        "OCR line cache alone), lazy+cache (all three), none, rects (the "
+                        "defaults with perception.ocr_cache.rects on: changed places "
+                        "re-read as rectangles, not full-width bands)")
     p.add_argument("--out", type=Path, default=Path("bench-out/fleet"))
     args = p.parse_args(argv)
     eval_load = args.workload == "mobile-eval"

@@ -790,8 +790,11 @@ class OcrCacheSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown
     margin_px: int = 24  # each change is grown by this much (frame px) on every side
     # Each changed place is read as a rectangle (its columns too), not as a full-width band:
     # a toggle, a checkbox, a counter or a cursor then costs the detector its own
-    # neighbourhood, not the screen's width.
-    rects: bool = True
+    # neighbourhood, not the screen's width. Off by default: on Mobile-Eval-sim, where page
+    # changes take most of the detector's input, it saved 1.5 % of the detector's px a step
+    # (docs/perception.md, "Re-reading what changed"); on droidbot-dev's consecutive screens
+    # its reads took 0.59x the bands' detector px, reading the same lines.
+    rects: bool = False
     # A rectangle's detector input is at least this many px on each side (rectangles are
     # grown to whole multiples of the detector's 32 px stride, so a crop is not stretched
     # by the rounding to it): the detector sees some background around a small change.

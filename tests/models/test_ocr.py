@@ -166,6 +166,9 @@ def test_incremental_ocr_rereads_only_the_changed_band(ocr_engine: Ocr, rects: b
     assert sorted(other.texts) == sorted(second.texts)
 
 
+RECTS = OcrCacheSettings(rects=True)
+
+
 def _settings_screen(value: str, *, battery: str = "Battery 45% remaining today",
                      knob: bool = False) -> np.ndarray:
     """A settings page: labels on the left, a value and a switch on the right."""
@@ -209,7 +212,7 @@ def test_a_small_change_on_the_right_reads_only_a_rectangle(ocr_engine: Ocr) -> 
 
 
 def test_a_switch_flipped_reads_its_rectangle_and_keeps_every_line(ocr_engine: Ocr) -> None:
-    cache = OcrCache(ocr_engine)
+    cache = OcrCache(ocr_engine, RECTS)
     first, _, _ = _read_charged(cache, _settings_screen("12"))
     got, kind, det_px = _read_charged(cache, _settings_screen("12", knob=True))
     assert kind == "band" and 0 < det_px <= 64 * 64 * 2  # a stride or two each way
@@ -217,7 +220,7 @@ def test_a_switch_flipped_reads_its_rectangle_and_keeps_every_line(ocr_engine: O
 
 
 def test_a_line_straddling_the_rectangle_is_read_again_whole(ocr_engine: Ocr) -> None:
-    cache = OcrCache(ocr_engine)
+    cache = OcrCache(ocr_engine, RECTS)
     crops: list[tuple[int, int, int, int]] = []
     read_region = cache._read_region
 
@@ -252,7 +255,7 @@ def test_a_rectangle_that_cuts_an_icon_is_read_again_wider(ocr_engine: Ocr) -> N
         return s.array()
 
     for value in ("-130mA 24.2°C", "-120mA 24.1°C", "-88mA 25.0°C"):
-        cache = OcrCache(ocr_engine)
+        cache = OcrCache(ocr_engine, RECTS)
         cache.run(frame("-100mA 24.0°C"), "phone-1")
         got = cache.run(frame(value), "phone-1")
         assert sorted(got.texts) == sorted(ocr_engine.run(frame(value)).texts)
