@@ -818,6 +818,10 @@ MODEL_CANDIDATES: tuple[tuple[str, OcrSettings], ...] = (
                                                      rec_quant="dynamic")),
     # recognising only the lines a step can need: the navigation bar (48 dp) skipped too
     ("skip nav bar (6.5 %)", msgspec.structs.replace(_D, skip_bottom_frac=0.065)),
+    # the runtime: the same models on onnxruntime (the default before OpenVINO) and on
+    # OpenVINO by name (the default's "auto" takes it on a CPU-only host)
+    ("onnxruntime", msgspec.structs.replace(_D, runtime="onnxruntime")),
+    ("openvino", msgspec.structs.replace(_D, runtime="openvino")),
 )
 
 

@@ -1,4 +1,5 @@
-"""Text detection and recognition with PaddleOCR models (PP-OCRv4, v5 or v6) on onnxruntime.
+"""Text detection and recognition with PaddleOCR models (PP-OCRv4, v5 or v6) on OpenVINO's
+CPU runtime or onnxruntime (`OcrSettings.runtime`; `models/openvino_session.py`).
 
 The model files come from wheels that ship them (`MODEL_SETS`; nothing is downloaded at run
 time); rapidocr-onnxruntime provides the pre- and post-processing (DB boxes, CTC decoding).
@@ -33,6 +34,8 @@ import structlog
 from cachetools import LRUCache
 from PIL import Image
 
+from models.openvino_session import OpenVinoSession
+from models.openvino_session import available as openvino_available
 from models.providers import check_session
 from models.providers import resolve as resolve_providers
 from runtime.cpu_ledger import note, stage
@@ -150,9 +153,9 @@ class OcrSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
     det_box_thresh: float = 0.5
     det_unclip_ratio: float = 1.6
     text_score: float = 0.5  # lines recognised below this are dropped
-    # Recognition batches: lines sorted by width, grouped to minimise padded width plus a
-    # per-run cost (`plan_batches`); 0 = that plan, N > 0 = fixed runs of N lines (rapidocr's
-    # way, 6 lines).
+    # Recognition batches: 0 = by runtime (onnxruntime: lines sorted by width, grouped to
+    # minimise padded width plus a per-run cost, `plan_batches`; OpenVINO: a line a run,
+    # `Ocr.single_line_runs`), N > 0 = fixed runs of N lines (rapidocr's way, 6 lines).
     rec_batch: int = 0
     rec_max_area: int = 2048  # at most this many px of padded width per run (cache-sized)
     # Narrow lines are padded to this width before recognition; rapidocr pads to 320, which
@@ -174,6 +177,11 @@ class OcrSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
     rec_cache: int = 4096
     # onnxruntime providers for OCR alone; empty: perception.providers (models/providers.py)
     providers: tuple[str, ...] = ()
+    # What runs the models: "openvino" (OpenVINO's CPU kernels: about half onnxruntime's CPU
+    # time for the same reads; docs/perception.md, "The runtime"), "onnxruntime" (any of its
+    # providers, CUDA too), or "auto": OpenVINO when it is installed and the providers are
+    # the CPU alone, else onnxruntime.
+    runtime: Literal["auto", "onnxruntime", "openvino"] = "auto"
     threads: int = 0  # intra-op threads; 0 = onnxruntime's default
     # int8 detector / recogniser (onnxruntime.quantization; docs/perception.md, "Model
     # levers"): "dynamic" (weights only; made on first use), "static" (weights and
@@ -275,7 +283,7 @@ def recognizer_model(models: str) -> bytes:
     return model.SerializeToString()
 
 
-def recognizer_keys(models: str, session: ort.InferenceSession) -> list[str]:
+def recognizer_keys(models: str, session: ort.InferenceSession | OpenVinoSession) -> list[str]:
     """The recogniser's characters: from the set's dictionary file, else the model's metadata."""
     if MODEL_SETS[models].keys:
         text = model_file(models, "keys").read_text(encoding="utf-8")
@@ -401,6 +409,16 @@ def optimized_path(source: bytes) -> Path:
     return ocr_cache_dir() / f"opt-{digest(source)}-{_cpu_tag()}.onnx"
 
 
+def choose_runtime(wanted: Literal["auto", "onnxruntime", "openvino"],
+                   providers: Sequence[str]) -> Literal["onnxruntime", "openvino"]:
+    """What runs OCR's models (`OcrSettings.runtime`): "auto" takes OpenVINO when it is
+    installed and the providers are the CPU alone (a GPU provider stays onnxruntime's)."""
+    if wanted != "auto":
+        return wanted
+    cpu_only = list(providers) == ["CPUExecutionProvider"]
+    return "openvino" if cpu_only and openvino_available() else "onnxruntime"
+
+
 def load_session(model: Path | bytes, providers: list[str], *, threads: int = 0,
                  spin: bool = True, save_optimized: bool = False) -> ort.InferenceSession:
     """An onnxruntime session with our options (memory arena on, spinning as asked).
@@ -487,17 +505,30 @@ class Ocr:
         # what each part runs: "fp32", "int8-dynamic" or "int8-static" (a static int8 file
         # not built yet leaves "fp32")
         self.model_kinds = {"det": det_kind, "rec": rec_kind, "cls": "fp32"}
+        self.runtime = choose_runtime(s.runtime, self.providers)
+        # OpenVINO prepares its kernels once per input shape, and a shape's first run costs
+        # 2-3 times a later one; its cost per run is small. So on OpenVINO each line is its
+        # own run, its width rounded up to `SINGLE_LINE_WIDTH_STEP`: a hundred-odd shapes in
+        # all, soon all prepared, where planned batches kept meeting new ones (on 40
+        # droidbot-dev screens, recognition took 0.50-0.58x onnxruntime's CPU this way
+        # against 0.48-0.66x with batches; docs/perception.md, "The runtime").
+        self.single_line_runs = self.runtime == "openvino" and s.rec_batch == 0
         opt = s.save_optimized
-        sessions = {
-            "det": load_session(det_src, self.providers, threads=s.threads, spin=s.det_spin,
-                                save_optimized=opt),
-            "cls": load_session(model_file(s.models, "cls"), self.providers, threads=s.threads,
-                                spin=False, save_optimized=opt),
-            "rec": load_session(rec_src, self.providers, threads=s.threads, save_optimized=opt),
-        }
-        for part, session in sessions.items():
-            check_session(session, self.providers, f"OCR {part} model of {s.models!r}",
-                          allow_cpu_fallback=allow_cpu_fallback)
+        sources: dict[str, tuple[Path | bytes, bool]] = {
+            "det": (det_src, s.det_spin), "cls": (model_file(s.models, "cls"), False),
+            "rec": (rec_src, True)}
+        sessions: dict[str, ort.InferenceSession | OpenVinoSession] = {}
+        for part, (src, spin) in sources.items():
+            what = f"OCR {part} model of {s.models!r}"
+            if self.runtime == "openvino":
+                sessions[part] = OpenVinoSession(
+                    src, threads=s.threads, what=what,
+                    cache_dir=ocr_cache_dir() / "openvino" if opt else None)
+                continue
+            session = load_session(src, self.providers, threads=s.threads, spin=spin,
+                                   save_optimized=opt)
+            check_session(session, self.providers, what, allow_cpu_fallback=allow_cpu_fallback)
+            sessions[part] = session
         engine.text_det.infer.session = sessions["det"]
         engine.text_cls.infer.session = sessions["cls"]
         engine.text_rec.session.session = sessions["rec"]
@@ -515,6 +546,8 @@ class Ocr:
         self.rec_reused = 0  # lines answered from the crop cache
         self._det_mean = np.asarray(engine.text_det.mean, dtype=np.float32) * 255
         self._det_inv_std = 1 / (np.asarray(engine.text_det.std, dtype=np.float32) * 255)
+        log.info("ocr_engine", runtime=self.runtime, models=s.models, kinds=self.model_kinds,
+                 threads=s.threads)
 
     # -- the pipeline -------------------------------------------------------------------
 
@@ -622,11 +655,14 @@ class Ocr:
             if s.rec_batch > 0:
                 groups = [range(a, min(a + s.rec_batch, len(order)))
                           for a in range(0, len(order), s.rec_batch)]
+            elif self.single_line_runs:
+                groups = [range(k, k + 1) for k in range(len(order))]
             else:
                 groups = plan_batches(widths, s.rec_max_area)
+            step = SINGLE_LINE_WIDTH_STEP if self.single_line_runs else 8
             for group in groups:
                 idx = [order[k] for k in group]
-                width = int(np.ceil(max(widths[k] for k in group) / 8) * 8)
+                width = int(np.ceil(max(widths[k] for k in group) / step) * step)
                 note("rec_lines", len(idx))
                 note("rec_px", len(idx) * width)  # read width, padding included
                 batch = np.zeros((len(idx), 3, height, width), dtype=np.float32)
@@ -677,6 +713,10 @@ class Ocr:
         with anyio.fail_after(timeout_s):
             return await anyio.to_thread.run_sync(self.run, image, abandon_on_cancel=True)
 
+
+# A line read on its own (OpenVINO) is padded to a multiple of this width: fewer input
+# shapes to prepare (see `Ocr.single_line_runs`) for 5 % more px than steps of 8.
+SINGLE_LINE_WIDTH_STEP = 32
 
 # One recogniser run costs about as much as this many pixels of line width (1.5-2 ms against
 # ~0.035 ms per px of a 48 px high line on a 2-core CPU).

@@ -66,7 +66,8 @@ def test_an_absent_static_model_falls_back_to_fp32_and_names_the_command(cache: 
 def test_the_optimized_graph_is_saved_once_and_loaded_again(
         cache: Path, rico_dev: RicoDev, monkeypatch: pytest.MonkeyPatch) -> None:
     bgr = read_bgr(rico_dev.screens[0].image_path)
-    first = Ocr(OcrSettings())
+    onnx = OcrSettings(runtime="onnxruntime")  # the saved graphs are onnxruntime's
+    first = Ocr(onnx)
     saved = sorted(cache.glob("opt-*.onnx"))
     assert len(saved) == 3  # det, cls, rec
     stamps = [p.stat().st_mtime_ns for p in saved]
@@ -78,7 +79,7 @@ def test_the_optimized_graph_is_saved_once_and_loaded_again(
         return real(source, *args, **kw)
 
     monkeypatch.setattr(ort, "InferenceSession", spy)
-    second = Ocr(OcrSettings())
+    second = Ocr(onnx)
     assert sorted(map(str, loaded)) == sorted(map(str, saved))  # all three from the cache
     assert [p.stat().st_mtime_ns for p in saved] == stamps  # not written again
     assert _texts(second, bgr) == _texts(first, bgr)
@@ -86,14 +87,16 @@ def test_the_optimized_graph_is_saved_once_and_loaded_again(
     saved[0].write_bytes(b"not a model")
     monkeypatch.setattr(ort, "InferenceSession", real)
     with capture_logs() as logs:
-        third = Ocr(OcrSettings())
+        third = Ocr(onnx)
     assert any(e["event"] == "ocr_optimized_unusable" for e in logs)
     assert _texts(third, bgr) == _texts(first, bgr)
 
 
 def test_no_saved_graph_when_turned_off(cache: Path) -> None:
-    Ocr(OcrSettings(save_optimized=False))
+    Ocr(OcrSettings(save_optimized=False, runtime="onnxruntime"))
+    Ocr(OcrSettings(save_optimized=False, runtime="openvino"))
     assert not list(cache.glob("opt-*.onnx"))
+    assert not list(cache.glob("openvino/*"))
 
 
 def test_dynamic_int8_is_made_on_first_use_and_reads_like_fp32(
