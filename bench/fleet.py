@@ -27,14 +27,16 @@ detector, recognition, band diff, icon proposals, matching, capture's encoding, 
 with the detector's input Mpx, lines and recognised kpx per step), OCR
 reads per step (whole frame, changed bands only, unchanged frame, frame already read),
 grounding latency (p50, p95, at the perception service) and SU; and the tasks whose SU
-differs from N = 1. ``--levers default,none,lazy,priority,both,cache,lazy+cache,onnxruntime``
+differs from N = 1. ``--levers default,none,lazy,priority,both,cache,lazy+cache,onnxruntime,rects``
 runs each N once per perception lever variant, side by side (``default``: the agent's
 defaults, the speculative read at low priority and the OCR line cache on; ``priority``: the
 low priority alone; ``lazy``: ``agent.lazy_ocr`` on, the pool one FIFO queue; ``both``: lazy
 and priority; ``cache``: the line cache alone (``perception.ocr.rec_cache``);
 ``lazy+cache``: all three; ``onnxruntime``: the defaults with OCR's models on onnxruntime
 (``perception.ocr.runtime``; ``auto``, the default, takes OpenVINO on a CPU-only host);
-``none``: none, as before the levers); the rows and the last line's keys are then
+``rects``: the defaults with changed places re-read as rectangles, not full-width bands
+(``perception.ocr_cache.rects``); ``none``: none, as before the levers); the rows and the
+last line's keys are then
 ``VARIANT/N``, each variant's ratio against its own N = 1. The models are loaded and run
 once before the clock starts (a one-off per process, not a step's cost).
 
@@ -162,15 +164,17 @@ class RunStats:
 
 
 # --levers: the perception levers each variant runs with (agent.lazy_ocr, speculation
-# priority, perception.ocr.rec_cache on, perception.ocr.runtime); "default" is the agent's
-# defaults; "onnxruntime" is them with OCR on onnxruntime (the defaults before OpenVINO)
-LEVER_KEYS = ("lazy_ocr", "speculation_priority", "rec_cache", "ocr_runtime")
-LEVERS: dict[str, tuple[bool, bool, bool, str]] = {
-    "default": (False, True, True, "auto"), "priority": (False, True, False, "auto"),
-    "none": (False, False, False, "auto"), "lazy": (True, False, False, "auto"),
-    "both": (True, True, False, "auto"), "cache": (False, False, True, "auto"),
-    "lazy+cache": (True, True, True, "auto"),
-    "onnxruntime": (False, True, True, "onnxruntime")}
+# priority, perception.ocr.rec_cache on, perception.ocr.runtime, perception.ocr_cache.rects
+# on); "default" is the agent's defaults; "onnxruntime" is them with OCR on onnxruntime (the
+# defaults before OpenVINO); "rects" is them with changed places re-read as rectangles
+LEVER_KEYS = ("lazy_ocr", "speculation_priority", "rec_cache", "ocr_runtime", "ocr_rects")
+LEVERS: dict[str, tuple[bool, bool, bool, str, bool]] = {
+    "default": (False, True, True, "auto", False), "priority": (False, True, False, "auto", False),
+    "none": (False, False, False, "auto", False), "lazy": (True, False, False, "auto", False),
+    "both": (True, True, False, "auto", False), "cache": (False, False, True, "auto", False),
+    "lazy+cache": (True, True, True, "auto", False),
+    "onnxruntime": (False, True, True, "onnxruntime", False),
+    "rects": (False, True, True, "auto", True)}
 
 
 class TimedDevice:
@@ -662,7 +666,7 @@ async def run_n_eval(n: int, args: argparse.Namespace, adb_port: int, llm_url: s
     from host.oracle import OraclePolicy
     from models.grounding import PerceptionSettings
     from models.llm import LLMClient, LLMSettings, RoleModels
-    from models.ocr import OcrSettings
+    from models.ocr import OcrCacheSettings, OcrSettings
     from protocol.messages import CODEC, EpisodeFinished, Instruction
     from runtime import topics
     from runtime.bus import Bus, parse_broker_url
@@ -670,7 +674,7 @@ async def run_n_eval(n: int, args: argparse.Namespace, adb_port: int, llm_url: s
     from sim.fleet import SimFleet
 
     stats = RunStats(n, levers=levers)
-    lazy, priority, rec_cache, runtime = LEVERS[levers]
+    lazy, priority, rec_cache, runtime, rects = LEVERS[levers]
     tasks = [cls(args.seed) for cls in select_tasks(args.tasks)]
     fleet_sim = await anyio.to_thread.run_sync(lambda: SimFleet(
         n, seed=args.seed, profile="realistic", adb_port=adb_port).start())
@@ -691,7 +695,8 @@ async def run_n_eval(n: int, args: argparse.Namespace, adb_port: int, llm_url: s
                              perception_workers=args.perception_workers)
     perception = PerceptionEngine(settings=PerceptionSettings(
         ocr=OcrSettings(threads=args.ocr_threads, rec_cache=4096 if rec_cache else 0,
-                        runtime=runtime)),  # type: ignore[arg-type]
+                        runtime=runtime),  # type: ignore[arg-type]
+        ocr_cache=OcrCacheSettings(rects=rects)),
         workers=args.perception_workers, speculation_priority=priority)
     # the models load once per host (about a second), not per step: before the clock starts
     await anyio.to_thread.run_sync(perception.perception.warm)
@@ -865,7 +870,10 @@ def main(argv: list[str] | None = None) -> int:
                         "every N (interleaved): default (the agent's: priority and the line "
                         "cache), priority (the speculative read at low priority), lazy "
                         "(agent.lazy_ocr, FIFO pool), both (lazy and priority), cache (the "
-                        "OCR line cache alone), lazy+cache (all three), none")
+                        "OCR line cache alone), lazy+cache (all three), none, onnxruntime "
+                        "(the defaults with OCR on onnxruntime), rects (the defaults with "
+                        "perception.ocr_cache.rects on: changed places re-read as "
+                        "rectangles, not full-width bands)")
     p.add_argument("--out", type=Path, default=Path("bench-out/fleet"))
     args = p.parse_args(argv)
     eval_load = args.workload == "mobile-eval"

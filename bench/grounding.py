@@ -47,7 +47,8 @@ DIR is any folder in rico-dev's format (index.json + screens/<id>.jpg/.json). Re
   defaults (all of them), as p50 ratios against the baseline in the same interleaved run;
   `--all-levers` adds more on top of the defaults (other det sides, nav-bar skip,
   onnxruntime intra-op threads, fixed or larger recognition runs, every line at 40 px, cls),
-  and the incremental re-OCR of the changed band runs with the levers.
+  and the incremental re-OCR of the changed band runs with the levers, in both of OcrCache's
+  modes (full-width bands, rectangles; bench/incremental.py compares them further).
   All set-ups share the process, so one set-up's spinning pool threads (rapidocr's defaults,
   the baseline) can slow the next: compare set-ups by their ratios, within one run;
 - icon proposal recall (a box centre inside a ground-truth icon) and the offline matcher on
@@ -101,6 +102,7 @@ from models.icons import MaterialIconMatcher  # noqa: E402
 from models.ocr import (  # noqa: E402
     Ocr,
     OcrCache,
+    OcrCacheSettings,
     OcrLine,
     OcrResult,
     OcrSettings,
@@ -554,30 +556,37 @@ def changed_frame(bgr: np.ndarray, k: int) -> np.ndarray:
     return cv2.cvtColor(np.asarray(img), cv2.COLOR_RGB2BGR)
 
 
-def incremental(screens: list[Screen], ocr: Ocr) -> dict[str, float]:
-    cache = OcrCache(ocr)
-    full_t, inc_t, fracs, overlap = [], [], [], []
-    for k, s in enumerate(screens):
-        cache.run(s.bgr, device=s.sid)
-        nxt = changed_frame(s.bgr, k)
-        t0 = time.perf_counter()
-        inc = cache.run(nxt, device=s.sid)
-        inc_t.append(time.perf_counter() - t0)
-        fracs.append(cache.last_changed_frac)
-        t0 = time.perf_counter()
-        full = ocr.run_bgr(nxt)
-        full_t.append(time.perf_counter() - t0)
-        # Recognition is batch-dependent (padding), so compare normalised text sets.
-        a = {normalize(t)[0] for t in inc.texts}
-        b = {normalize(t)[0] for t in full.texts}
-        overlap.append(len(a & b) / max(1, len(a | b)))
-    out = {"full_p50_s": pct(full_t, 50), "incremental_p50_s": pct(inc_t, 50),
-           "incremental_p95_s": pct(inc_t, 95), "changed_frac_p50": pct(fracs, 50),
-           "text_overlap_vs_full": float(np.mean(overlap)) if overlap else float("nan")}
-    print(f"{'incremental (one band)':<28} p50 {out['incremental_p50_s']:.3f}s vs full "
-          f"{out['full_p50_s']:.3f}s; changed share p50 {out['changed_frac_p50']:.2f}; "
-          f"text-set overlap with a full OCR {out['text_overlap_vs_full']:.2f} "
-          f"(full-vs-full reruns differ too: batch padding)", flush=True)
+def incremental(screens: list[Screen], ocr: Ocr) -> dict[str, dict[str, float]]:
+    """The re-read of a frame with one band redrawn against a whole-frame read, per mode of
+    `OcrCache` (``bands``: full-width row bands; ``rects``: rectangles). bench/incremental.py
+    checks the modes on more kinds of change, consecutive real screens among them."""
+    out: dict[str, dict[str, float]] = {}
+    for mode, settings in (("bands", OcrCacheSettings(rects=False)),
+                           ("rects", OcrCacheSettings(rects=True))):
+        cache = OcrCache(ocr, settings)
+        full_t, inc_t, fracs, overlap = [], [], [], []
+        for k, s in enumerate(screens):
+            cache.run(s.bgr, device=s.sid)
+            nxt = changed_frame(s.bgr, k)
+            t0 = time.perf_counter()
+            inc = cache.run(nxt, device=s.sid)
+            inc_t.append(time.perf_counter() - t0)
+            fracs.append(cache.last_read_frac)
+            t0 = time.perf_counter()
+            full = ocr.run_bgr(nxt)
+            full_t.append(time.perf_counter() - t0)
+            # Recognition is batch-dependent (padding), so compare normalised text sets.
+            a = {normalize(t)[0] for t in inc.texts}
+            b = {normalize(t)[0] for t in full.texts}
+            overlap.append(len(a & b) / max(1, len(a | b)))
+        row = {"full_p50_s": pct(full_t, 50), "incremental_p50_s": pct(inc_t, 50),
+               "incremental_p95_s": pct(inc_t, 95), "read_frac_p50": pct(fracs, 50),
+               "text_overlap_vs_full": float(np.mean(overlap)) if overlap else float("nan")}
+        print(f"{'incremental (one band) ' + mode:<28} p50 {row['incremental_p50_s']:.3f}s vs "
+              f"full {row['full_p50_s']:.3f}s; area read p50 {row['read_frac_p50']:.2f}; "
+              f"text-set overlap with a full OCR {row['text_overlap_vs_full']:.2f} "
+              f"(full-vs-full reruns differ too: batch padding)", flush=True)
+        out[mode] = row
     return out
 
 

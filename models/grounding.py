@@ -43,7 +43,16 @@ from models.detector import (
     position_region,
 )
 from models.icons import IconScores
-from models.ocr import ImageInput, Ocr, OcrCache, OcrLine, OcrResult, OcrSettings, to_bgr
+from models.ocr import (
+    ImageInput,
+    Ocr,
+    OcrCache,
+    OcrCacheSettings,
+    OcrLine,
+    OcrResult,
+    OcrSettings,
+    to_bgr,
+)
 from models.providers import resolve as resolve_providers
 from protocol.messages import Ambiguous, Box, Candidate, Grounded, GroundResult, NotFound
 from runtime.cpu_ledger import stage
@@ -110,6 +119,8 @@ GroundingMode = Literal["ocr", "model", "hybrid"]
 
 class PerceptionSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     ocr: OcrSettings = msgspec.field(default_factory=OcrSettings)
+    # how a phone's frame that changed in places is re-read (models/ocr.py, OcrCache)
+    ocr_cache: OcrCacheSettings = msgspec.field(default_factory=OcrCacheSettings)
     text: TextMatchSettings = msgspec.field(default_factory=TextMatchSettings)
     icons: IconSettings = msgspec.field(default_factory=IconSettings)
     detector: DetectorSettings = msgspec.field(default_factory=DetectorSettings)
@@ -887,7 +898,7 @@ class Perception:
         if device is not None:
             with self._lock:
                 if self._ocr_cache is None:
-                    self._ocr_cache = OcrCache(self.ocr_engine)
+                    self._ocr_cache = OcrCache(self.ocr_engine, self.settings.ocr_cache)
                 cache = self._ocr_cache
             got = cache.read(bgr, device) if whole else cache.read_unless_full(bgr, device)
             if got is None:

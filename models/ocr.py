@@ -817,66 +817,97 @@ def _shift_line(line: OcrLine, dy: float) -> OcrLine:
 # -- per-device incremental OCR ------------------------------------------------------------
 
 OcrRun = Literal["full", "band", "unchanged"]
+Rect = tuple[int, int, int, int]  # x0, y0, x1, y1 in frame pixels, end exclusive
+LINE_SLACK_PX = 4  # a line re-read whole is taken with this much room around its box
+CUT_REREADS = 2  # times a rectangle is read again with room past an edge a line reaches
+
+
+class OcrCacheSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """How `OcrCache` re-reads a phone's frame that changed in places (``perception.ocr_cache``)."""
+
+    diff_threshold: int = 24  # grey levels of the quarter-size copy that count as a change
+    full_frac: float = 0.5  # over this share of the rows changed, the whole frame is read
+    margin_px: int = 24  # each change is grown by this much (frame px) on every side
+    # Each changed place is read as a rectangle (its columns too), not as a full-width band:
+    # a toggle, a checkbox, a counter or a cursor then costs the detector its own
+    # neighbourhood, not the screen's width. Off by default: on Mobile-Eval-sim, where page
+    # changes take most of the detector's input, it saved 1.5 % of the detector's px a step
+    # (docs/perception.md, "Re-reading what changed"); on droidbot-dev's consecutive screens
+    # its reads took 0.59x the bands' detector px, reading the same lines.
+    rects: bool = False
+    # A rectangle's detector input is at least this many px on each side (rectangles are
+    # grown to whole multiples of the detector's 32 px stride, so a crop is not stretched
+    # by the rounding to it): the detector sees some background around a small change.
+    min_det_px: int = 32
 
 
 class OcrCache:
-    """Re-runs OCR only on the horizontal bands that changed since the device's previous frame.
+    """Re-reads only the places that changed since the device's previous frame.
 
-    Phone screens mostly change in horizontal bands (a list row, a toolbar, a dialog), so the
-    diff is reduced to row bands; when most of the screen changed the whole frame is read again.
+    The diff of each frame with the same phone's previous one (a quarter-size grey copy) is
+    reduced to rectangles around the changed places (`OcrCacheSettings.rects`; else to
+    full-width row bands), grown to whole previous lines that they touch; the detector and
+    recogniser run on those alone and the previous lines elsewhere are kept. When most of
+    the rows changed (a page change) the whole frame is read again.
     """
 
-    def __init__(self, ocr: Ocr, *, max_devices: int = 256, diff_threshold: int = 24,
-                 full_frac: float = 0.5, margin_px: int = 24) -> None:
+    def __init__(self, ocr: Ocr, settings: OcrCacheSettings | None = None, *,
+                 max_devices: int = 256) -> None:
         self.ocr = ocr
+        self.settings = settings or OcrCacheSettings()
         self.max_devices = max_devices
-        self.diff_threshold = diff_threshold
-        self.full_frac = full_frac
-        self.margin_px = margin_px
         # Per-device state (the previous frame), not a cache of a function: a bounded map.
         self._prev: LRUCache[str, tuple[np.ndarray, OcrResult]] = LRUCache(max(1, max_devices))
         self._lock = threading.Lock()
-        self.last_changed_frac = 1.0
+        self.last_changed_frac = 1.0  # share of the rows in changed bands
+        self.last_read_frac = 1.0  # share of the frame's area the last read ran on
 
     def run(self, image: ImageInput, device: str) -> OcrResult:
         return self.read(image, device)[0]
 
     def read(self, image: ImageInput, device: str) -> tuple[OcrResult, OcrRun]:
         """The frame's OCR and what it took: ``full`` (the whole frame read), ``band``
-        (only the changed bands) or ``unchanged`` (nothing read: the previous result)."""
+        (only the changed places) or ``unchanged`` (nothing read: the previous result)."""
         got = self._read(to_bgr(image), device, whole=True)
         assert got is not None
         return got
 
     def read_unless_full(self, image: ImageInput, device: str) -> tuple[OcrResult, OcrRun] | None:
-        """``read`` when the frame takes a band re-read or none; None (nothing read, nothing
-        kept) when it would take a whole-frame read: a caller that may not need the text
-        at all (a speculative read) leaves that cost to whoever needs it."""
+        """``read`` when the frame takes a re-read of changed places or none; None (nothing
+        read, nothing kept) when it would take a whole-frame read: a caller that may not
+        need the text at all (a speculative read) leaves that cost to whoever needs it."""
         return self._read(to_bgr(image), device, whole=False)
 
     def _read(self, bgr: np.ndarray, device: str,
               whole: bool) -> tuple[OcrResult, OcrRun] | None:
         kind: OcrRun = "full"
+        s = self.settings
+        h, w = bgr.shape[:2]
         with self._lock:
             prev = self._prev.get(device)
         result: OcrResult | None = None
-        changed = 1.0
-        with stage("band_diff"):  # the bands' own detect / recognize are theirs
-            small = cv2.cvtColor(cv2.resize(bgr, (bgr.shape[1] // 4 or 1, bgr.shape[0] // 4 or 1),
+        changed = read = 1.0
+        with stage("band_diff"):  # the regions' own detect / recognize are theirs
+            small = cv2.cvtColor(cv2.resize(bgr, (w // 4 or 1, h // 4 or 1),
                                             interpolation=cv2.INTER_AREA), cv2.COLOR_BGR2GRAY)
             if prev is not None and prev[0].shape == small.shape \
-                    and prev[1].width == bgr.shape[1] and prev[1].height == bgr.shape[0]:
-                bands = self._changed_bands(prev[0], small, bgr.shape[0])
-                changed = sum(b - a for a, b in bands) / bgr.shape[0]
+                    and prev[1].width == w and prev[1].height == h:
+                mask = cv2.absdiff(prev[0], small) > s.diff_threshold
+                bands = self._changed_bands(mask, h)
+                changed = sum(b - a for a, b in bands) / h
                 if not bands:
-                    result, kind = prev[1], "unchanged"
-                elif changed <= self.full_frac:
-                    result, kind = self._update(bgr, prev[1], bands), "band"
+                    result, kind, read = prev[1], "unchanged", 0.0
+                elif changed <= s.full_frac:
+                    places = (self._changed_rects(mask, (h, w)) if s.rects
+                              else [(0, a, w, b) for a, b in bands])
+                    result, regions = self._update(bgr, prev[1], places)
+                    read = sum((x1 - x0) * (y1 - y0) for x0, y0, x1, y1 in regions) / (h * w)
+                    kind = "band"
         if result is None:
             if not whole:
                 return None
             result = self.ocr.run_bgr(bgr)
-        self.last_changed_frac = changed
+        self.last_changed_frac, self.last_read_frac = changed, read
         with self._lock:
             self._prev[device] = (small, result)
         return result, kind
@@ -885,51 +916,198 @@ class OcrCache:
         with self._lock:
             self._prev.pop(device, None)
 
-    def _changed_bands(self, a: np.ndarray, b: np.ndarray, full_h: int) -> list[tuple[int, int]]:
-        diff = cv2.absdiff(a, b)
-        rows = np.flatnonzero((diff > self.diff_threshold).any(axis=1))
+    def _changed_bands(self, mask: np.ndarray, full_h: int) -> list[tuple[int, int]]:
+        """Full-width row bands (frame rows) around the changed rows of the small diff mask."""
+        rows = np.flatnonzero(mask.any(axis=1))
         if rows.size == 0:
             return []
-        scale = full_h / a.shape[0]
+        scale = full_h / mask.shape[0]
+        margin = self.settings.margin_px
         bands: list[list[int]] = []
         for r in rows:
-            y0 = max(0, int(r * scale) - self.margin_px)
-            y1 = min(full_h, int((r + 1) * scale) + self.margin_px)
+            y0 = max(0, int(r * scale) - margin)
+            y1 = min(full_h, int((r + 1) * scale) + margin)
             if bands and y0 <= bands[-1][1]:
                 bands[-1][1] = max(bands[-1][1], y1)
             else:
                 bands.append([y0, y1])
         return [(a0, a1) for a0, a1 in bands]
 
-    def _update(self, bgr: np.ndarray, prev: OcrResult, bands: list[tuple[int, int]]) -> OcrResult:
+    def _changed_rects(self, mask: np.ndarray, frame_hw: tuple[int, int]) -> list[Rect]:
+        """Rectangles (frame px) around the connected changed places of the small diff mask,
+        each grown by the margin; places closer than twice the margin make one."""
+        h, w = frame_hw
+        sy, sx = h / mask.shape[0], w / mask.shape[1]
+        margin = self.settings.margin_px
+        my, mx = int(np.ceil(margin / sy)), int(np.ceil(margin / sx))
+        grown = cv2.dilate(mask.astype(np.uint8), np.ones((2 * my + 1, 2 * mx + 1), np.uint8))
+        n, _labels, stats, _centres = cv2.connectedComponentsWithStats(grown, connectivity=8)
+        rects = []
+        for x, y, cw, ch, _area in stats[1:n]:
+            rects.append((max(0, int(x * sx)), max(0, int(y * sy)),
+                          min(w, int(np.ceil((x + cw) * sx))), min(h, int(np.ceil((y + ch) * sy)))))
+        return rects
+
+    def _settle(self, places: list[Rect], lines: Sequence[OcrLine],
+                frame_hw: tuple[int, int]) -> list[Rect]:
+        """The regions a re-read owns: the changed places grown to whole previous lines that
+        they touch (a line that straddles an edge is read again whole) and merged where
+        they overlap, until that changes nothing."""
+        regions = _merge(places)
+        while True:
+            grown = _merge([_grow_to_lines(r, lines, frame_hw) for r in regions])
+            if grown == regions:
+                return regions
+            regions = grown
+
+    def _crop(self, region: Rect, frame_hw: tuple[int, int]) -> Rect:
+        """What the detector sees of a region (not a full-width band): at least `min_det_px`
+        of detector input on each side and whole multiples of its 32 px stride, so the crop
+        is not stretched by the rounding to it. The room added is context alone: lines
+        found there belong to the frame's other regions or to the previous read."""
+        h, w = frame_hw
+        x0, y0, x1, y1 = region
+        if not self.settings.rects or (x0, x1) == (0, w):
+            return region  # bands: as before (the whole frame's width is rounded too)
+        scale = self.ocr.det_scale(h, w)
+        units = max(1, int(np.ceil(self.settings.min_det_px / 32)))
+
+        def side(a: int, b: int, size: int) -> tuple[int, int]:
+            # (d - 1) px, not d: the size this gives maps back to the same count of strides
+            k = max(units, int(np.ceil((b - a - 1) * scale / 32)))
+            want = min(size, int(np.ceil(k * 32 / scale)))
+            a = max(0, a - (want - (b - a)) // 2)
+            b = min(size, a + want)
+            return max(0, b - want), b
+
+        x0, x1 = side(x0, x1, w)
+        y0, y1 = side(y0, y1, h)
+        return x0, y0, x1, y1
+
+    def _update(self, bgr: np.ndarray, prev: OcrResult,
+                places: list[Rect]) -> tuple[OcrResult, list[Rect]]:
+        """The frame's lines with the changed places read again, and the crops read."""
         t0 = time.perf_counter()
-
-        def touches(line: OcrLine, lo: float, hi: float) -> bool:
-            return line.box[3] >= lo and line.box[1] <= hi
-
-        # A line that straddles a band's edge is read again with the band grown around it.
-        grown = []
-        for y0, y1 in bands:
-            lo, hi = float(y0), float(y1)
-            changed = True
-            while changed:  # growing may reach further lines: repeat until stable
-                changed = False
-                for line in prev.lines:
-                    if touches(line, lo, hi) and (line.box[1] - 4 < lo or line.box[3] + 4 > hi):
-                        lo, hi = min(lo, line.box[1] - 4), max(hi, line.box[3] + 4)
-                        changed = True
-            grown.append((max(0, int(lo)), min(bgr.shape[0], int(hi))))
-        merged: list[tuple[int, int]] = []
-        for a, b in sorted(grown):  # grown bands may now overlap: read each row once
-            if merged and a <= merged[-1][1]:
-                merged[-1] = (merged[-1][0], max(merged[-1][1], b))
-            else:
-                merged.append((a, b))
-        grown = merged
-        kept = [ln for ln in prev.lines if not any(touches(ln, a, b) for a, b in grown)]
-        fresh: list[OcrLine] = []
-        for y0, y1 in grown:
-            fresh.extend(self.ocr.run_bgr(bgr, region=(y0, y1)).lines)
+        hw = (bgr.shape[0], bgr.shape[1])
+        regions = self._settle(places, prev.lines, hw)
+        read: dict[Rect, list[OcrLine]] = {}
+        for attempt in range(CUT_REREADS + 1):
+            for region in regions:
+                if region not in read:
+                    lines = self._read_region(bgr, self._crop(region, hw))
+                    read[region] = [ln for ln in lines if _centre_in(ln.box, region)]
+            if not self.settings.rects or attempt == CUT_REREADS:
+                break
+            widened = [self._past_edges(r, read[r], hw) for r in regions]
+            if widened == regions:
+                break
+            regions = self._settle(widened, prev.lines, hw)
+        kept = [ln for ln in prev.lines if not any(_touches(ln.box, r) for r in regions)]
+        fresh = [ln for r in regions for ln in read[r]]
         lines = sorted(kept + fresh, key=lambda ln: (round(ln.box[1] / 10), ln.box[0]))
+        crops = [self._crop(r, hw) for r in regions]
         return OcrResult(width=prev.width, height=prev.height, lines=tuple(lines),
-                         total_s=time.perf_counter() - t0)
+                         total_s=time.perf_counter() - t0), crops
+
+    def _past_edges(self, region: Rect, lines: list[OcrLine], frame_hw: tuple[int, int]) -> Rect:
+        """The region moved out by twice the margin past each edge where a line read in it
+        goes on: past the region (new text does not reach into what did not change: the
+        crop cut something, an icon the detector took for the line's end, or the line
+        runs into one the previous read has) or to the crop's edge (the crop cut it). The
+        frame's edges and the rows never read do not count."""
+        h, w = frame_hw
+        s = self.ocr.settings
+        top, bottom = int(h * s.skip_top_frac), h - int(h * s.skip_bottom_frac)
+        cx0, cy0, cx1, cy1 = self._crop(region, frame_hw)
+        cy0, cy1 = max(cy0, top), min(cy1, bottom)
+        x0, y0, x1, y1 = region
+        step, near = 2 * self.settings.margin_px, LINE_SLACK_PX
+        for line in lines:
+            b = line.box
+            if cx0 > 0 and (b[0] < region[0] - near or b[0] <= cx0 + 1):
+                x0 = min(x0, max(0, int(b[0]) - step))
+            if cx1 < w and (b[2] > region[2] + near or b[2] >= cx1 - 2):
+                x1 = max(x1, min(w, int(b[2]) + step))
+            if cy0 > top and (b[1] < region[1] - near or b[1] <= cy0 + 1):
+                y0 = min(y0, max(0, int(b[1]) - step))
+            if cy1 < bottom and (b[3] > region[3] + near or b[3] >= cy1 - 2):
+                y1 = max(y1, min(h, int(b[3]) + step))
+        return x0, y0, x1, y1
+
+    def _read_region(self, bgr: np.ndarray, region: Rect) -> list[OcrLine]:
+        """The lines inside one region, read at the whole frame's detector scale."""
+        h, w = bgr.shape[:2]
+        x0, y0, x1, y1 = region
+        if (x0, x1) == (0, w):
+            return list(self.ocr.run_bgr(bgr, region=(y0, y1)).lines)
+        s = self.ocr.settings  # rows the whole-frame read skips (the status bar) stay skipped
+        y0, y1 = max(y0, int(h * s.skip_top_frac)), min(y1, h - int(h * s.skip_bottom_frac))
+        if y1 - y0 < 8 or x1 - x0 < 8:
+            return []
+        crop = bgr[y0:y1, x0:x1]
+        with stage("detect"):
+            quads = self.ocr.detect(crop, (h, w))
+        with stage("recognize"):
+            lines = self.ocr.recognize(crop, quads)
+        return [_moved(line, x0, y0) for line in lines]
+
+
+def _touches(box: Box, rect: Box) -> bool:
+    return box[2] >= rect[0] and box[0] <= rect[2] and box[3] >= rect[1] and box[1] <= rect[3]
+
+
+def _centre_in(box: Box, rect: Rect) -> bool:
+    cx, cy = (box[0] + box[2]) / 2, (box[1] + box[3]) / 2
+    return rect[0] <= cx <= rect[2] and rect[1] <= cy <= rect[3]
+
+
+def _grow_to_lines(rect: Rect, lines: Sequence[OcrLine], frame_hw: tuple[int, int]) -> Rect:
+    """The rectangle grown around every line it touches but does not hold whole (with
+    `LINE_SLACK_PX` around it); growing may reach further lines, so it repeats until
+    nothing changes."""
+    h, w = frame_hw
+    box: Box = (float(rect[0]), float(rect[1]), float(rect[2]), float(rect[3]))
+    pad = LINE_SLACK_PX
+    changed = True
+    while changed:
+        changed = False
+        for line in lines:
+            b = line.box
+            if not _touches(b, box):
+                continue
+            out = (max(0.0, min(box[0], b[0] - pad)), max(0.0, min(box[1], b[1] - pad)),
+                   min(float(w), max(box[2], b[2] + pad)), min(float(h), max(box[3], b[3] + pad)))
+            if out != box:
+                box, changed = out, True
+    return int(box[0]), int(box[1]), int(np.ceil(box[2])), int(np.ceil(box[3]))
+
+
+def _merge(rects: list[Rect]) -> list[Rect]:
+    """Overlapping rectangles as one each (their bounding box), sorted: a pixel is read once."""
+    out = sorted(rects)
+    merged = True
+    while merged:
+        merged = False
+        for i in range(len(out)):
+            for j in range(i + 1, len(out)):
+                a, b = out[i], out[j]
+                if a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]:
+                    out[i] = (min(a[0], b[0]), min(a[1], b[1]), max(a[2], b[2]), max(a[3], b[3]))
+                    del out[j]
+                    merged = True
+                    break
+            if merged:
+                break
+    return sorted(out)
+
+
+def _moved(line: OcrLine, dx: float, dy: float) -> OcrLine:
+    """A line read in a crop, in the frame's coordinates."""
+    b = line.box
+    return OcrLine(
+        text=line.text,
+        score=line.score,
+        box=(b[0] + dx, b[1] + dy, b[2] + dx, b[3] + dy),
+        quad=tuple((x + dx, y + dy) for x, y in line.quad),
+        char_boxes=tuple((c[0] + dx, c[1] + dy, c[2] + dx, c[3] + dy) for c in line.char_boxes),
+    )
