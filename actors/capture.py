@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Literal, Protocol, runtime_checkable
 
@@ -34,7 +35,7 @@ from actors.frames import FrameStore
 from actors.rpc import Entries, Registered, ServiceActor
 from devices.adb import Device
 from devices.adb_output import Wakefulness
-from devices.codecs import encode_jpeg, encode_png, shrink
+from devices.codecs import encode_jpeg, encode_jpeg_bgra, encode_png, shrink, to_bgra
 from protocol.messages import Frame, FrameRequest, Msg, Screen, TextLine
 from runtime import topics
 from runtime.actor import Publisher
@@ -88,21 +89,33 @@ def pixel_sha(rgb: np.ndarray) -> str:
     return h.hexdigest()
 
 
-def is_black(rgb: np.ndarray) -> bool:
-    small = rgb[::8, ::8]
-    return float(small.mean()) < BLACK_MEAN and float(small.std()) < 4.0
+def is_black(img: np.ndarray, step: int = 8) -> bool:
+    """Mean brightness below ``BLACK_MEAN`` and almost no variation, over every ``step``-th
+    pixel each way and the first three channels (a BGRA view's fourth holds no colour).
+    OpenCV's one-pass statistics per channel, combined: numpy's mean and std took three
+    passes over the sample."""
+    sample = img[::step, ::step] if step > 1 else img
+    means, stds = (v.ravel()[:3] for v in cv2.meanStdDev(sample))
+    mean = float(means.mean())
+    var = float((stds ** 2 + means ** 2).mean()) - mean ** 2
+    return mean < BLACK_MEAN and var < 16.0  # std < 4
 
 
-def black_area(rgb: np.ndarray) -> BlackArea | None:
+def black_area(img: np.ndarray, step: int = 8) -> BlackArea | None:
     """``frame``: all of it black; ``app``: the app area black while a system bar is drawn
-    (what a FLAG_SECURE window looks like in a screenshot); None: not black."""
-    if is_black(rgb):
+    (what a FLAG_SECURE window looks like in a screenshot); None: not black.
+
+    ``img`` is the frame, read at every ``step``-th pixel (the bars at every ``step // 4``-th),
+    or a view shrunk from it (area-averaged: every pixel counts), read whole with ``step``
+    1: capture decides on the LLM's view when it makes one (``encode_capture``)."""
+    if is_black(img, step):
         return "frame"
-    h = rgb.shape[0]
-    if not is_black(rgb[int(h * APP_TOP):int(h * APP_BOTTOM)]):
+    h = img.shape[0]
+    if not is_black(img[int(h * APP_TOP):int(h * APP_BOTTOM)], step):
         return None
-    top, bottom = rgb[:max(1, int(h * BAR_TOP)):2, ::2], rgb[int(h * BAR_BOTTOM)::2, ::2]
-    return "app" if not (is_black(top) and is_black(bottom)) else "frame"
+    bar = max(1, step // 4)
+    top, bottom = img[:max(1, int(h * BAR_TOP)):bar, ::bar], img[int(h * BAR_BOTTOM)::bar, ::bar]
+    return "app" if not (is_black(top, 1) and is_black(bottom, 1)) else "frame"
 
 
 @runtime_checkable
@@ -130,11 +143,20 @@ def small_views(rgb: np.ndarray, view_side: int, view_quality: int,
     resized from the view's pixels with a plain bilinear step (about 0.1 ms: the view is
     already area-averaged, so the last < 3x step hardly aliases); else it is area-averaged
     from the frame (``shrink``, about 2.5 ms on a 1080x2400 frame)."""
+    view, screen, _ = views_in_order(rgb, encode_jpeg, view_side, view_quality, screen_side)
+    return view, screen
+
+
+def views_in_order(img: np.ndarray, encode: Callable[[np.ndarray, int], bytes],
+                   view_side: int, view_quality: int,
+                   screen_side: int) -> tuple[bytes, bytes, np.ndarray | None]:
+    """``small_views`` of ``img`` in whichever channel order ``encode`` reads (the shrinking
+    is per channel), and the view's pixels (None without a view)."""
     view = screen = b""
     small: np.ndarray | None = None
     if view_side > 0:
-        small = shrink(rgb, view_side)
-        view = encode_jpeg(small, view_quality)
+        small = shrink(img, view_side)
+        view = encode(small, view_quality)
     if screen_side > 0:
         if small is not None and max(small.shape[:2]) >= screen_side:
             h, w = small.shape[:2]
@@ -142,9 +164,46 @@ def small_views(rgb: np.ndarray, view_side: int, view_quality: int,
             size = (max(1, round(w * scale)), max(1, round(h * scale)))
             thumb = cv2.resize(small, size, interpolation=cv2.INTER_LINEAR)
         else:
-            thumb = shrink(rgb, screen_side)
-        screen = encode_jpeg(thumb, SCREEN_QUALITY)
-    return view, screen
+            thumb = shrink(img, screen_side)
+        screen = encode(thumb, SCREEN_QUALITY)
+    return view, screen, small
+
+
+@dataclass(frozen=True)
+class Encoded:
+    """What capture's ``encode`` stage makes of a frame (``encode_capture``)."""
+
+    sha: str
+    dark: BlackArea | None
+    data: bytes
+    view: bytes
+    screen: bytes
+
+
+def encode_capture(rgb: np.ndarray, png: bytes, *, fmt: Literal["png", "jpeg"], quality: int,
+                   view_side: int, view_quality: int, screen_side: int) -> Encoded:
+    """A captured frame's digest, black area, encoding (``png``: the phone's PNG, when it
+    sent one, is already that) and small views: capture's ``encode`` stage.
+
+    A JPEG frame is converted to OpenCV's channel order once (``to_bgra``), and the frame,
+    the view and the screen are all encoded from it: each JPEG converting its own input had
+    the full frame converted once more and each small image once. Same bytes either way
+    (tests/agent/test_capture_encode.py). The black area is read on the LLM's view when
+    there is one (every pixel of a 1024-px image, area-averaged: a tenth of the full
+    frame's sampled read); else on the frame. ``bench/codecs.py`` (job ``capture``) times
+    this against the former stage."""
+    sha = pixel_sha(rgb)
+    if fmt == "jpeg":
+        bgra = to_bgra(rgb)
+        data = encode_jpeg_bgra(bgra, quality)
+        view, screen, small = views_in_order(bgra, encode_jpeg_bgra, view_side, view_quality,
+                                             screen_side)
+    else:
+        data = png or encode_frame(rgb, fmt)
+        view, screen, small = views_in_order(rgb, encode_jpeg, view_side, view_quality,
+                                             screen_side)
+    dark = black_area(rgb) if small is None else black_area(small, 1)
+    return Encoded(sha, dark, data, view, screen)
 
 
 class CaptureEngine:
@@ -208,20 +267,15 @@ class CaptureEngine:
         t1 = time.perf_counter()
         rgb = shot.rgb
 
-        def work() -> tuple[str, BlackArea | None, bytes, bytes, bytes]:
+        def work() -> Encoded:
             with charging(self.ledger, self.device.serial), stage("encode"):
-                sha = pixel_sha(rgb)
-                dark = black_area(rgb)
-                if self.fmt == "png" and shot.png:
-                    data = shot.png  # the phone's PNG already is the encoding
-                else:
-                    data = encode_frame(rgb, self.fmt, self.quality)
-                view, screen = small_views(rgb, view_side, view_quality, self.screen_side)
-                return sha, dark, data, view, screen
+                return encode_capture(rgb, shot.png, fmt=self.fmt, quality=self.quality,
+                                      view_side=view_side, view_quality=view_quality,
+                                      screen_side=self.screen_side)
 
         with anyio.fail_after(self.timeout_s):
-            sha, dark, data, view, screen = await anyio.to_thread.run_sync(
-                work, limiter=self.limiter)
+            enc = await anyio.to_thread.run_sync(work, limiter=self.limiter)
+        sha, dark, data, view, screen = enc.sha, enc.dark, enc.data, enc.view, enc.screen
         flags: list[str] = []
         if self.previous is not None and self.previous.frame.sha256 == sha:
             flags.append("identical")
