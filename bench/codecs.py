@@ -27,7 +27,11 @@ lower is closer).
   JPEG screenshots of each ``--screens DIR`` (e.g. /work/shared/data/droidbot-dev/screens),
   as they are. Reported: the thread CPU ms (``time.thread_time``: what the CPU ledger
   charges) of the stage and of each part, median over the frames of each frame's median
-  over ``--rounds`` calls, old and new alternated; their ratio; and whether the new stage
+  over ``--rounds`` calls, old and new alternated; their ratio; the frame as the engine
+  takes it after another screen (``changed``), after itself with one pixel changed where
+  the first look does not compare (``one_px``, the worst case) and after the same pixels
+  (``same``: compared, the last encoding taken), each against the former stage, which
+  hashed and encoded every frame alike; and whether the new stage
   made the same bytes (frame, view, screen), digest and black area as the old on every
   frame, and the same black area on each frame darkened to means of 1-12 (the threshold
   is 6; decisions may part only within a hair of it, counted as ``dark_differ``).
@@ -59,6 +63,7 @@ from actors.capture import (
     encode_capture,
     encode_frame,
     pixel_sha,
+    same_pixels,
     views_in_order,
 )
 from devices.codecs import (
@@ -163,11 +168,25 @@ def thread_ms(fn: Callable[[], object], rounds: int) -> float:
     return 1000 * statistics.median(times)
 
 
-def capture_parts(rgb: np.ndarray) -> dict[str, tuple[Callable[[], object], Callable[[], object]]]:
+def capture_parts(rgb: np.ndarray, before: np.ndarray
+                  ) -> dict[str, tuple[Callable[[], object], Callable[[], object]]]:
     """(old, new) of each part of the stage on ``rgb``; the new parts as ``encode_capture``
-    runs them (the view's parts on the BGRA frame, the black area on the view)."""
+    runs them (the view's parts on the BGRA frame, the black area on the view). The last
+    three rows are the frame as ``CaptureEngine`` takes it after another frame: ``changed``
+    after ``before`` (another screen), ``one_px`` after ``rgb`` with one pixel changed in
+    a row the first look skips (the worst case: compared whole, then encoded), ``same``
+    after the same pixels (compared whole, and the last encoding taken)."""
     bgra = to_bgra(rgb)
     view = shrink(bgra, VIEW)
+    one_px, copy = rgb.copy(), rgb.copy()
+    one_px[rgb.shape[0] // 2 + 1, rgb.shape[1] // 3] ^= 1
+
+    def taken(previous: np.ndarray) -> Callable[[], object]:
+        return lambda: same_pixels(previous, rgb) or capture_encode(rgb)
+
+    def old() -> object:
+        return former_capture_encode(rgb)
+
     return {
         "sha": (lambda: pixel_sha(rgb), lambda: pixel_sha(rgb)),
         "frame": (lambda: encode_frame(rgb, "jpeg", FRAME_Q),
@@ -175,7 +194,10 @@ def capture_parts(rgb: np.ndarray) -> dict[str, tuple[Callable[[], object], Call
         "views": (lambda: former_small_views(rgb, VIEW, VIEW_Q, SCREEN),
                   lambda: views_in_order(bgra, encode_jpeg_bgra, VIEW, VIEW_Q, SCREEN)),
         "black": (lambda: former_black_area(rgb), lambda: black_area(view, 1)),
-        "stage": (lambda: former_capture_encode(rgb), lambda: capture_encode(rgb)),
+        "stage": (old, lambda: capture_encode(rgb)),
+        "changed": (old, taken(before)),
+        "one_px": (old, taken(one_px)),
+        "same": (old, taken(copy)),
     }
 
 
@@ -188,7 +210,8 @@ def darkened(rgb: np.ndarray, mean: float) -> np.ndarray:
 def measure_capture(frames: dict[str, np.ndarray], rounds: int) -> dict[str, Any]:
     per: dict[str, dict[str, list[float]]] = {}
     same = dark_same = dark_differ = 0
-    for rgb in frames.values():
+    shown = list(frames.values())
+    for i, rgb in enumerate(shown):
         old, new = former_capture_encode(rgb), capture_encode(rgb)
         same += old == new
         for mean in (1, 2, 3, 4, 5, 5.5, 6.5, 7, 8, 10, 12):
@@ -197,7 +220,7 @@ def measure_capture(frames: dict[str, np.ndarray], rounds: int) -> dict[str, Any
                 dark_same += 1
             else:
                 dark_differ += 1
-        for part, (old_fn, new_fn) in capture_parts(rgb).items():
+        for part, (old_fn, new_fn) in capture_parts(rgb, shown[i - 1]).items():
             row = per.setdefault(part, {"old": [], "new": []})
             # Alternate old and new so a change in machine load hits both alike.
             o1, n1 = thread_ms(old_fn, rounds), thread_ms(new_fn, rounds)
@@ -316,7 +339,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"capture's encode stage, thread CPU ms per frame, median of {cap['frames']} "
               "frames (each its median of --rounds calls)")
         print(f"{'part':8} {'old ms':>8} {'new ms':>8} {'new/old':>8}")
-        for part in ("sha", "frame", "views", "black", "stage"):
+        for part in ("sha", "frame", "views", "black", "stage", "changed", "one_px", "same"):
             r = cap[part]
             print(f"{part:8} {r['old_ms']:8.3f} {r['new_ms']:8.3f} {r['ratio']:8.3f}")
         print(f"same bytes, digest and black area as before: {cap['same_output']}/"

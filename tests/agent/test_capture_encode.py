@@ -16,6 +16,7 @@ from actors.capture import (
     encode_capture,
     encode_frame,
     pixel_sha,
+    same_pixels,
     small_views,
 )
 from devices.adb import Screenshot
@@ -144,3 +145,26 @@ async def test_identical_frames_are_flagged_and_others_not(
         assert g.data == encode_frame(settings, "jpeg", FRAME_Q)
         assert g.frame.sha256 == pixel_sha(settings)
     assert got[2].frame.sha256 == pixel_sha(one_pixel) != got[1].frame.sha256
+
+
+def test_same_pixels_compares_every_pixel(frames: dict[str, np.ndarray]) -> None:
+    rgb = frames["settings"]
+    assert same_pixels(rgb, rgb.copy())
+    for y, x in ((0, 0), (H // 2 + 1, W // 3), (H - 1, W - 1)):
+        other = rgb.copy()
+        other[y, x, 1] ^= 4
+        assert not same_pixels(rgb, other), (y, x)
+    assert not same_pixels(rgb, rgb[:-1])
+
+
+@pytest.mark.anyio
+async def test_a_frame_asked_for_another_view_is_encoded_again(
+    frames: dict[str, np.ndarray],
+) -> None:
+    rgb = frames["home"]
+    cap = CaptureEngine(Screens([rgb]), screen_side=SCREEN)  # type: ignore[arg-type]
+    first = await cap.capture(view_side=VIEW, view_quality=VIEW_Q, wake=False)
+    second = await cap.capture(view_side=512, view_quality=VIEW_Q, wake=False)
+    assert second.identical and second.frame.sha256 == first.frame.sha256
+    assert second.view == small_views(rgb, 512, VIEW_Q, SCREEN)[0] != first.view
+    assert second.frame_id != first.frame_id  # a new frame, however alike
