@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import hashlib
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Literal, Protocol, runtime_checkable
 
@@ -39,7 +38,7 @@ from actors.frames import FrameStore
 from actors.rpc import Entries, Registered, ServiceActor
 from devices.adb import Device
 from devices.adb_output import Wakefulness
-from devices.codecs import encode_jpeg, encode_jpeg_bgra, encode_png, shrink, to_bgra
+from devices.codecs import encode_jpeg, encode_png, shrink
 from protocol.messages import Frame, FrameRequest, Msg, Screen, TextLine
 from runtime import topics
 from runtime.actor import Publisher
@@ -95,11 +94,10 @@ def pixel_sha(rgb: np.ndarray) -> str:
 
 def is_black(img: np.ndarray, step: int = 8) -> bool:
     """Mean brightness below ``BLACK_MEAN`` and almost no variation, over every ``step``-th
-    pixel each way and the first three channels (a BGRA view's fourth holds no colour).
-    OpenCV's one-pass statistics per channel, combined: numpy's mean and std took three
-    passes over the sample."""
+    pixel each way, all channels alike. OpenCV's one-pass statistics per channel,
+    combined: numpy's mean and std took three passes over the sample."""
     sample = img[::step, ::step] if step > 1 else img
-    means, stds = (v.ravel()[:3] for v in cv2.meanStdDev(sample))
+    means, stds = (v.ravel() for v in cv2.meanStdDev(sample))
     mean = float(means.mean())
     var = float((stds ** 2 + means ** 2).mean()) - mean ** 2
     return mean < BLACK_MEAN and var < 16.0  # std < 4
@@ -147,20 +145,18 @@ def small_views(rgb: np.ndarray, view_side: int, view_quality: int,
     resized from the view's pixels with a plain bilinear step (about 0.1 ms: the view is
     already area-averaged, so the last < 3x step hardly aliases); else it is area-averaged
     from the frame (``shrink``, about 2.5 ms on a 1080x2400 frame)."""
-    view, screen, _ = views_in_order(rgb, encode_jpeg, view_side, view_quality, screen_side)
+    view, screen, _ = views_and_pixels(rgb, view_side, view_quality, screen_side)
     return view, screen
 
 
-def views_in_order(img: np.ndarray, encode: Callable[[np.ndarray, int], bytes],
-                   view_side: int, view_quality: int,
-                   screen_side: int) -> tuple[bytes, bytes, np.ndarray | None]:
-    """``small_views`` of ``img`` in whichever channel order ``encode`` reads (the shrinking
-    is per channel), and the view's pixels (None without a view)."""
+def views_and_pixels(rgb: np.ndarray, view_side: int, view_quality: int,
+                     screen_side: int) -> tuple[bytes, bytes, np.ndarray | None]:
+    """``small_views``, and the view's pixels (None without a view)."""
     view = screen = b""
     small: np.ndarray | None = None
     if view_side > 0:
-        small = shrink(img, view_side)
-        view = encode(small, view_quality)
+        small = shrink(rgb, view_side)
+        view = encode_jpeg(small, view_quality)
     if screen_side > 0:
         if small is not None and max(small.shape[:2]) >= screen_side:
             h, w = small.shape[:2]
@@ -168,8 +164,8 @@ def views_in_order(img: np.ndarray, encode: Callable[[np.ndarray, int], bytes],
             size = (max(1, round(w * scale)), max(1, round(h * scale)))
             thumb = cv2.resize(small, size, interpolation=cv2.INTER_LINEAR)
         else:
-            thumb = shrink(img, screen_side)
-        screen = encode(thumb, SCREEN_QUALITY)
+            thumb = shrink(rgb, screen_side)
+        screen = encode_jpeg(thumb, SCREEN_QUALITY)
     return view, screen, small
 
 
@@ -204,25 +200,18 @@ class Encoded:
 def encode_capture(rgb: np.ndarray, png: bytes, *, fmt: Literal["png", "jpeg"], quality: int,
                    view_side: int, view_quality: int, screen_side: int) -> Encoded:
     """A captured frame's digest, black area, encoding (``png``: the phone's PNG, when it
-    sent one, is already that) and small views: capture's ``encode`` stage.
+    sent one, is already that) and small views: capture's ``encode`` stage. The black area
+    is read on the LLM's view when there is one (every pixel of a 1024-px image,
+    area-averaged: a third of the full frame's sampled read); else on the frame.
+    ``bench/codecs.py`` (job ``capture``) times this against the former stage.
 
-    A JPEG frame is converted to OpenCV's channel order once (``to_bgra``), and the frame,
-    the view and the screen are all encoded from it: each JPEG converting its own input had
-    the full frame converted once more and each small image once. Same bytes either way
-    (tests/agent/test_capture_encode.py). The black area is read on the LLM's view when
-    there is one (every pixel of a 1024-px image, area-averaged: a tenth of the full
-    frame's sampled read); else on the frame. ``bench/codecs.py`` (job ``capture``) times
-    this against the former stage."""
+    Tried and left: converting a JPEG frame to OpenCV's order once (BGRA) for all its
+    JPEGs made the same bytes and measured 3 % less alone, but in the fleet benchmark
+    (frames fresh from the phone, OCR on the other core) the conversion took 2.2 ms
+    instead of 0.5 and the stage grew from 15.9 to 17.9 ms per frame."""
     sha = pixel_sha(rgb)
-    if fmt == "jpeg":
-        bgra = to_bgra(rgb)
-        data = encode_jpeg_bgra(bgra, quality)
-        view, screen, small = views_in_order(bgra, encode_jpeg_bgra, view_side, view_quality,
-                                             screen_side)
-    else:
-        data = png or encode_frame(rgb, fmt)
-        view, screen, small = views_in_order(rgb, encode_jpeg, view_side, view_quality,
-                                             screen_side)
+    data = (png or encode_frame(rgb, fmt)) if fmt == "png" else encode_frame(rgb, fmt, quality)
+    view, screen, small = views_and_pixels(rgb, view_side, view_quality, screen_side)
     dark = black_area(rgb) if small is None else black_area(small, 1)
     return Encoded(sha, dark, data, view, screen)
 

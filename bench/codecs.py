@@ -64,16 +64,14 @@ from actors.capture import (
     encode_frame,
     pixel_sha,
     same_pixels,
-    views_in_order,
+    small_views,
 )
 from devices.codecs import (
     decode_rgb,
     encode_jpeg,
-    encode_jpeg_bgra,
     encode_png,
     fit_jpeg,
     shrink,
-    to_bgra,
 )
 from sim.phone.phone import SimPhone
 from sim.phone_api import DeviceInfo
@@ -171,13 +169,12 @@ def thread_ms(fn: Callable[[], object], rounds: int) -> float:
 def capture_parts(rgb: np.ndarray, before: np.ndarray
                   ) -> dict[str, tuple[Callable[[], object], Callable[[], object]]]:
     """(old, new) of each part of the stage on ``rgb``; the new parts as ``encode_capture``
-    runs them (the view's parts on the BGRA frame, the black area on the view). The last
+    runs them (the black area on the view). The last
     three rows are the frame as ``CaptureEngine`` takes it after another frame: ``changed``
     after ``before`` (another screen), ``one_px`` after ``rgb`` with one pixel changed in
     a row the first look skips (the worst case: compared whole, then encoded), ``same``
     after the same pixels (compared whole, and the last encoding taken)."""
-    bgra = to_bgra(rgb)
-    view = shrink(bgra, VIEW)
+    view = shrink(rgb, VIEW)
     one_px, copy = rgb.copy(), rgb.copy()
     one_px[rgb.shape[0] // 2 + 1, rgb.shape[1] // 3] ^= 1
 
@@ -190,9 +187,9 @@ def capture_parts(rgb: np.ndarray, before: np.ndarray
     return {
         "sha": (lambda: pixel_sha(rgb), lambda: pixel_sha(rgb)),
         "frame": (lambda: encode_frame(rgb, "jpeg", FRAME_Q),
-                  lambda: encode_jpeg_bgra(to_bgra(rgb), FRAME_Q)),
+                  lambda: encode_frame(rgb, "jpeg", FRAME_Q)),
         "views": (lambda: former_small_views(rgb, VIEW, VIEW_Q, SCREEN),
-                  lambda: views_in_order(bgra, encode_jpeg_bgra, VIEW, VIEW_Q, SCREEN)),
+                  lambda: small_views(rgb, VIEW, VIEW_Q, SCREEN)),
         "black": (lambda: former_black_area(rgb), lambda: black_area(view, 1)),
         "stage": (old, lambda: capture_encode(rgb)),
         "changed": (old, taken(before)),

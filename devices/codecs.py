@@ -82,24 +82,6 @@ def fit_jpeg(data: bytes, max_side: int, quality: int = 85, *, optimize: bool = 
     return encode_jpeg(decode_rgb(data), quality, max_side=max_side, optimize=optimize)
 
 
-def to_bgra(rgb: np.ndarray) -> np.ndarray:
-    """An RGB frame in the channel order OpenCV's encoders read, for a caller that encodes it
-    more than once (``encode_jpeg_bgra``; ``shrink`` takes it as it is). BGRA rather than
-    BGR: the conversion writes aligned 4-byte pixels and is about 40 % cheaper on a
-    1080x2400 frame, and the JPEG encoder drops the fourth byte as it reads each row, so
-    the bytes are the same as ``encode_jpeg``'s (tests/agent/test_capture_encode.py)."""
-    return cv2.cvtColor(rgb, cv2.COLOR_RGB2BGRA)
-
-
-def encode_jpeg_bgra(bgra: np.ndarray, quality: int = 80) -> bytes:
-    """``encode_jpeg`` of the RGB frame ``to_bgra`` made ``bgra`` from (same bytes), without
-    converting it again."""
-    ok, buf = cv2.imencode(".jpg", bgra, [cv2.IMWRITE_JPEG_QUALITY, int(quality)])
-    if not ok:
-        raise ValueError(f"cannot encode a {bgra.shape} image as JPG")
-    return bytes(buf)
-
-
 def encode_png(rgb: np.ndarray, level: int = 1, *, unfiltered: bool = False) -> bytes:
     """PNG at zlib ``level``. ``unfiltered`` skips libpng's per-row filter search: on flat
     UI frames it is about twice as fast at about the same size (bench/sim.py)."""

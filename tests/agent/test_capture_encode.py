@@ -20,7 +20,7 @@ from actors.capture import (
     small_views,
 )
 from devices.adb import Screenshot
-from devices.codecs import encode_jpeg, encode_jpeg_bgra, shrink, to_bgra
+from devices.codecs import shrink
 from sim.phone import SimPhone
 from sim.phone_api import DeviceInfo
 
@@ -63,15 +63,6 @@ def frames() -> dict[str, np.ndarray]:
             "dark_theme": dark_theme()}
 
 
-def test_a_bgra_frame_encodes_to_the_same_jpeg_bytes(frames: dict[str, np.ndarray]) -> None:
-    for name, rgb in frames.items():
-        bgra = to_bgra(rgb)
-        for q in (70, 80, 85):
-            assert encode_jpeg_bgra(bgra, q) == encode_jpeg(rgb, q), (name, q)
-        assert encode_jpeg_bgra(shrink(bgra, VIEW), VIEW_Q) == encode_jpeg(shrink(rgb, VIEW),
-                                                                           VIEW_Q), name
-
-
 def test_the_stage_makes_the_bytes_the_frame_made_before(frames: dict[str, np.ndarray]) -> None:
     for name, rgb in frames.items():
         enc = encode_capture(rgb, b"", fmt="jpeg", quality=FRAME_Q, view_side=VIEW,
@@ -101,7 +92,7 @@ def test_the_black_area_reads_the_same_on_the_view(frames: dict[str, np.ndarray]
     want = {"secure": "app", "black": "frame", "dark_theme": None, "home": None,
             "settings": None, "noise": None}
     for name, rgb in frames.items():
-        view = shrink(to_bgra(rgb), VIEW)
+        view = shrink(rgb, VIEW)
         assert black_area(rgb) == black_area(view, 1) == want[name], name
     assert black_area(shrink(secure_window(bars=False), VIEW), 1) == "frame"
     # Darkened real screens, away from the threshold (mean 6): the same call either way.
