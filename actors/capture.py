@@ -3,7 +3,11 @@
 ``CaptureEngine`` (one per phone) takes a screenshot through the ``Device`` (raw path by
 default, PNG fallback: ``devices/adb.py``), hashes the pixels, flags a frame identical to
 the previous one, and encodes it once (JPEG or PNG, off the loop); the same bytes go on the
-bus and to the LLM. A black frame is told apart (``black_area``): the app area black under
+bus and to the LLM. A frame whose pixels are the previous one's (compared whole:
+``same_pixels``) takes its digest and encodings instead of making them again (a phone
+waiting, or streaming between episodes, costs a comparison, not a hash and three JPEGs);
+this relies on a frame's pixels not being written after capture, which nothing does (the
+``FrameStore`` shares them with perception and the reflector, keyed by the digest). A black frame is told apart (``black_area``): the app area black under
 drawn system bars, or the whole frame black while the phone says its display is on, is a
 secure window (FLAG_SECURE), flagged ``black``; a whole black frame from a phone that says
 it sleeps is a display that is off: the phone is woken (KEYCODE_WAKEUP) and captured again,
@@ -88,21 +92,32 @@ def pixel_sha(rgb: np.ndarray) -> str:
     return h.hexdigest()
 
 
-def is_black(rgb: np.ndarray) -> bool:
-    small = rgb[::8, ::8]
-    return float(small.mean()) < BLACK_MEAN and float(small.std()) < 4.0
+def is_black(img: np.ndarray, step: int = 8) -> bool:
+    """Mean brightness below ``BLACK_MEAN`` and almost no variation, over every ``step``-th
+    pixel each way, all channels alike. OpenCV's one-pass statistics per channel,
+    combined: numpy's mean and std took three passes over the sample."""
+    sample = img[::step, ::step] if step > 1 else img
+    means, stds = (v.ravel() for v in cv2.meanStdDev(sample))
+    mean = float(means.mean())
+    var = float((stds ** 2 + means ** 2).mean()) - mean ** 2
+    return mean < BLACK_MEAN and var < 16.0  # std < 4
 
 
-def black_area(rgb: np.ndarray) -> BlackArea | None:
+def black_area(img: np.ndarray, step: int = 8) -> BlackArea | None:
     """``frame``: all of it black; ``app``: the app area black while a system bar is drawn
-    (what a FLAG_SECURE window looks like in a screenshot); None: not black."""
-    if is_black(rgb):
+    (what a FLAG_SECURE window looks like in a screenshot); None: not black.
+
+    ``img`` is the frame, read at every ``step``-th pixel (the bars at every ``step // 4``-th),
+    or a view shrunk from it (area-averaged: every pixel counts), read whole with ``step``
+    1: capture decides on the LLM's view when it makes one (``encode_capture``)."""
+    if is_black(img, step):
         return "frame"
-    h = rgb.shape[0]
-    if not is_black(rgb[int(h * APP_TOP):int(h * APP_BOTTOM)]):
+    h = img.shape[0]
+    if not is_black(img[int(h * APP_TOP):int(h * APP_BOTTOM)], step):
         return None
-    top, bottom = rgb[:max(1, int(h * BAR_TOP)):2, ::2], rgb[int(h * BAR_BOTTOM)::2, ::2]
-    return "app" if not (is_black(top) and is_black(bottom)) else "frame"
+    bar = max(1, step // 4)
+    top, bottom = img[:max(1, int(h * BAR_TOP)):bar, ::bar], img[int(h * BAR_BOTTOM)::bar, ::bar]
+    return "app" if not (is_black(top, 1) and is_black(bottom, 1)) else "frame"
 
 
 @runtime_checkable
@@ -130,6 +145,13 @@ def small_views(rgb: np.ndarray, view_side: int, view_quality: int,
     resized from the view's pixels with a plain bilinear step (about 0.1 ms: the view is
     already area-averaged, so the last < 3x step hardly aliases); else it is area-averaged
     from the frame (``shrink``, about 2.5 ms on a 1080x2400 frame)."""
+    view, screen, _ = views_and_pixels(rgb, view_side, view_quality, screen_side)
+    return view, screen
+
+
+def views_and_pixels(rgb: np.ndarray, view_side: int, view_quality: int,
+                     screen_side: int) -> tuple[bytes, bytes, np.ndarray | None]:
+    """``small_views``, and the view's pixels (None without a view)."""
     view = screen = b""
     small: np.ndarray | None = None
     if view_side > 0:
@@ -144,7 +166,54 @@ def small_views(rgb: np.ndarray, view_side: int, view_quality: int,
         else:
             thumb = shrink(rgb, screen_side)
         screen = encode_jpeg(thumb, SCREEN_QUALITY)
-    return view, screen
+    return view, screen, small
+
+
+SAME_ROWS_STEP = 64  # same_pixels' first look: every 64th row
+SAME_BAND = 64  # ... then the whole frame, this many rows at a time
+
+
+def same_pixels(a: np.ndarray, b: np.ndarray) -> bool:
+    """Whether two frames hold exactly the same pixels. A changed screen almost always
+    differs in one of every 64th row, which costs about 0.03 ms on a 1080x2400 frame to
+    compare; only frames that pass that are compared whole (about 1.7 ms, a third of
+    hashing them), band by band, stopping at the first difference."""
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    if not np.array_equal(a[::SAME_ROWS_STEP], b[::SAME_ROWS_STEP]):
+        return False
+    return all(np.array_equal(a[i:i + SAME_BAND], b[i:i + SAME_BAND])
+               for i in range(0, a.shape[0], SAME_BAND))
+
+
+@dataclass(frozen=True)
+class Encoded:
+    """What capture's ``encode`` stage makes of a frame (``encode_capture``)."""
+
+    sha: str
+    dark: BlackArea | None
+    data: bytes
+    view: bytes
+    screen: bytes
+
+
+def encode_capture(rgb: np.ndarray, png: bytes, *, fmt: Literal["png", "jpeg"], quality: int,
+                   view_side: int, view_quality: int, screen_side: int) -> Encoded:
+    """A captured frame's digest, black area, encoding (``png``: the phone's PNG, when it
+    sent one, is already that) and small views: capture's ``encode`` stage. The black area
+    is read on the LLM's view when there is one (every pixel of a 1024-px image,
+    area-averaged: a third of the full frame's sampled read); else on the frame.
+    ``bench/codecs.py`` (job ``capture``) times this against the former stage.
+
+    Tried and left: converting a JPEG frame to OpenCV's order once (BGRA) for all its
+    JPEGs made the same bytes and measured 3 % less alone, but in the fleet benchmark
+    (frames fresh from the phone, OCR on the other core) the conversion took 2.2 ms
+    instead of 0.5 and the stage grew from 15.9 to 17.9 ms per frame."""
+    sha = pixel_sha(rgb)
+    data = (png or encode_frame(rgb, fmt)) if fmt == "png" else encode_frame(rgb, fmt, quality)
+    view, screen, small = views_and_pixels(rgb, view_side, view_quality, screen_side)
+    dark = black_area(rgb) if small is None else black_area(small, 1)
+    return Encoded(sha, dark, data, view, screen)
 
 
 class CaptureEngine:
@@ -165,6 +234,9 @@ class CaptureEngine:
         self.quality = quality
         self.timeout_s = timeout_s
         self.previous: Captured | None = None
+        # The last frame's pixels, how it was encoded and what that made: a frame with the
+        # same pixels, encoded the same way, takes it instead of being hashed and encoded.
+        self._last: tuple[np.ndarray, tuple[object, ...], Encoded] | None = None
         self.count = 0
         self.wake_settle_s = WAKE_SETTLE_S
 
@@ -208,20 +280,21 @@ class CaptureEngine:
         t1 = time.perf_counter()
         rgb = shot.rgb
 
-        def work() -> tuple[str, BlackArea | None, bytes, bytes, bytes]:
+        how = (self.fmt, self.quality, view_side, view_quality, self.screen_side)
+        last = self._last
+
+        def work() -> Encoded:
             with charging(self.ledger, self.device.serial), stage("encode"):
-                sha = pixel_sha(rgb)
-                dark = black_area(rgb)
-                if self.fmt == "png" and shot.png:
-                    data = shot.png  # the phone's PNG already is the encoding
-                else:
-                    data = encode_frame(rgb, self.fmt, self.quality)
-                view, screen = small_views(rgb, view_side, view_quality, self.screen_side)
-                return sha, dark, data, view, screen
+                if last is not None and last[1] == how and same_pixels(last[0], rgb):
+                    return last[2]  # the same pixels encode to the same bytes: made once
+                return encode_capture(rgb, shot.png, fmt=self.fmt, quality=self.quality,
+                                      view_side=view_side, view_quality=view_quality,
+                                      screen_side=self.screen_side)
 
         with anyio.fail_after(self.timeout_s):
-            sha, dark, data, view, screen = await anyio.to_thread.run_sync(
-                work, limiter=self.limiter)
+            enc = await anyio.to_thread.run_sync(work, limiter=self.limiter)
+        self._last = (rgb, how, enc)
+        sha, dark, data, view, screen = enc.sha, enc.dark, enc.data, enc.view, enc.screen
         flags: list[str] = []
         if self.previous is not None and self.previous.frame.sha256 == sha:
             flags.append("identical")
