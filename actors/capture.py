@@ -7,11 +7,13 @@ bus and to the LLM. A frame whose pixels are the previous one's (compared whole:
 ``same_pixels``) takes its digest and encodings instead of making them again (a phone
 waiting, or streaming between episodes, costs a comparison, not a hash and three JPEGs);
 this relies on a frame's pixels not being written after capture, which nothing does (the
-``FrameStore`` shares them with perception and the reflector, keyed by the digest). A black frame is told apart (``black_area``): the app area black under
-drawn system bars, or the whole frame black while the phone says its display is on, is a
-secure window (FLAG_SECURE), flagged ``black``; a whole black frame from a phone that says
-it sleeps is a display that is off: the phone is woken (KEYCODE_WAKEUP) and captured again,
-and that frame is flagged ``display_off`` (with ``wake_failed`` when it did not wake).
+``FrameStore`` shares them with perception and the reflector, keyed by the digest).
+
+A black frame is told apart (``black_area``): the app area black under drawn system bars,
+or the whole frame black while the phone says its display is on, is a secure window
+(FLAG_SECURE), flagged ``black``; a whole black frame from a phone that says it sleeps is a
+display that is off: the phone is woken (KEYCODE_WAKEUP) and captured again, and that frame
+is flagged ``display_off`` (with ``wake_failed`` when it did not wake).
 ``small_views`` makes the LLM's view and the watchers' ``Screen`` from the pixels capture
 already holds.
 
