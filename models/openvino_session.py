@@ -2,9 +2,10 @@
 that the OCR engine and rapidocr's wrappers call.
 
 The same ONNX files, read by OpenVINO instead of onnxruntime: on the PP-OCRv4 detector and
-recogniser OpenVINO's CPU kernels take about 0.6x and 0.45x of onnxruntime's CPU time for
-the same outputs (probabilities within 1e-3; docs/perception.md, "The runtime"). Nothing
-but the runtime changes: the pre- and post-processing stay rapidocr's and ours.
+recogniser OpenVINO's CPU kernels take 0.63-0.72x and 0.48-0.57x of onnxruntime's CPU time
+for the same outputs, once an input shape has been seen (probabilities within 1e-3;
+docs/perception.md, "The runtime"). Nothing but the runtime changes: the pre- and
+post-processing stay rapidocr's and ours.
 
 With ``threads = 1`` a run executes on the calling thread (so `runtime.cpu_ledger` charges
 all of it); with more, OpenVINO's own pool threads do the work, as onnxruntime's do.
@@ -90,6 +91,7 @@ class OpenVinoSession:
             raise OpenVinoError(f"cannot load the {what} {where} on OpenVINO: {exc}") from exc
         self._inputs = [_node(port) for port in self._compiled.inputs]
         self._outputs = [_node(port) for port in self._compiled.outputs]
+        self._output_index = {o.name: i for i, o in enumerate(self._outputs)}
         self._meta = ModelMeta(custom_metadata_map=_framework_meta(read))
         self._local = threading.local()
 
@@ -104,8 +106,7 @@ class OpenVinoSession:
         """The outputs named (None: all, in the model's order) for the inputs fed by name."""
         result = self._request().infer(dict(feed))  # copies out: the request is reused
         names = [o.name for o in self._outputs] if output_names is None else output_names
-        index = {o.name: i for i, o in enumerate(self._outputs)}
-        return [np.asarray(result[index[name]]) for name in names]
+        return [np.asarray(result[self._output_index[name]]) for name in names]
 
     def get_inputs(self) -> list[NodeArg]:
         return list(self._inputs)
