@@ -51,12 +51,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import cv2
 import numpy as np
 from PIL import Image
 
 from actors.capture import (
-    SCREEN_QUALITY,
     BlackArea,
     Encoded,
     black_area,
@@ -119,25 +117,6 @@ def former_black_area(rgb: np.ndarray) -> BlackArea | None:
     return "app" if not (former_is_black(top) and former_is_black(bottom)) else "frame"
 
 
-def former_small_views(rgb: np.ndarray, view_side: int, view_quality: int,
-                       screen_side: int) -> tuple[bytes, bytes]:
-    view = screen = b""
-    small: np.ndarray | None = None
-    if view_side > 0:
-        small = shrink(rgb, view_side)
-        view = encode_jpeg(small, view_quality)
-    if screen_side > 0:
-        if small is not None and max(small.shape[:2]) >= screen_side:
-            h, w = small.shape[:2]
-            scale = screen_side / max(h, w)
-            size = (max(1, round(w * scale)), max(1, round(h * scale)))
-            thumb = cv2.resize(small, size, interpolation=cv2.INTER_LINEAR)
-        else:
-            thumb = shrink(rgb, screen_side)
-        screen = encode_jpeg(thumb, SCREEN_QUALITY)
-    return view, screen
-
-
 FRAME_Q, VIEW, VIEW_Q, SCREEN = 80, 1024, 85, 360  # the agent's defaults
 
 
@@ -146,7 +125,7 @@ def former_capture_encode(rgb: np.ndarray) -> Encoded:
     sha = pixel_sha(rgb)
     dark = former_black_area(rgb)
     data = encode_frame(rgb, "jpeg", FRAME_Q)
-    view, screen = former_small_views(rgb, VIEW, VIEW_Q, SCREEN)
+    view, screen = small_views(rgb, VIEW, VIEW_Q, SCREEN)
     return Encoded(sha, dark, data, view, screen)
 
 
@@ -188,7 +167,7 @@ def capture_parts(rgb: np.ndarray, before: np.ndarray
         "sha": (lambda: pixel_sha(rgb), lambda: pixel_sha(rgb)),
         "frame": (lambda: encode_frame(rgb, "jpeg", FRAME_Q),
                   lambda: encode_frame(rgb, "jpeg", FRAME_Q)),
-        "views": (lambda: former_small_views(rgb, VIEW, VIEW_Q, SCREEN),
+        "views": (lambda: small_views(rgb, VIEW, VIEW_Q, SCREEN),
                   lambda: small_views(rgb, VIEW, VIEW_Q, SCREEN)),
         "black": (lambda: former_black_area(rgb), lambda: black_area(view, 1)),
         "stage": (old, lambda: capture_encode(rgb)),
