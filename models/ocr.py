@@ -686,24 +686,28 @@ class Ocr:
         bgr = to_bgr(image)
         return self.run_bgr(bgr)
 
-    def run_bgr(self, bgr: np.ndarray, region: tuple[int, int] | None = None) -> OcrResult:
-        """OCR a BGR frame; `region` = (y0, y1) limits it to a horizontal band."""
+    def run_bgr(self, bgr: np.ndarray, region: tuple[int, int] | None = None,
+                cols: tuple[int, int] | None = None) -> OcrResult:
+        """OCR a BGR frame; `region` = (y0, y1) limits it to a horizontal band, `cols` =
+        (x0, x1) to those columns (read at the whole frame's detector scale; the rows the
+        whole frame skips, the status bar, stay skipped)."""
         t0 = time.perf_counter()
         h, w = bgr.shape[:2]
         y0 = int(h * self.settings.skip_top_frac)
         y1 = h - int(h * self.settings.skip_bottom_frac)
         if region is not None:
             y0, y1 = max(y0, region[0]), min(y1, region[1])
-        if y1 - y0 < 8:
+        x0, x1 = (max(0, cols[0]), min(w, cols[1])) if cols is not None else (0, w)
+        if y1 - y0 < 8 or x1 - x0 < 8:
             return OcrResult(width=w, height=h, lines=(), total_s=time.perf_counter() - t0)
-        band = bgr[y0:y1] if (y0, y1) != (0, h) else bgr
+        part = bgr[y0:y1, x0:x1] if (x0, y0, x1, y1) != (0, 0, w, h) else bgr
         with stage("detect"):  # runtime.cpu_ledger: this thread's CPU, by stage
-            quads = self.detect(band, (h, w))
+            quads = self.detect(part, (h, w))
         t1 = time.perf_counter()
         with stage("recognize"):
-            lines = self.recognize(band, quads)
-        if y0:
-            lines = [_shift_line(line, y0) for line in lines]
+            lines = self.recognize(part, quads)
+        if x0 or y0:
+            lines = [_moved(line, x0, y0) for line in lines]
         t2 = time.perf_counter()
         return OcrResult(width=w, height=h, lines=tuple(lines), det_s=t1 - t0, rec_s=t2 - t1,
                          total_s=t2 - t0)
@@ -801,17 +805,6 @@ def _char_boxes(quad: np.ndarray, text: str, word_info: Any) -> tuple[Box, ...]:
         out.append((float(pts[:, 0].min()), float(pts[:, 1].min()),
                     float(pts[:, 0].max()), float(pts[:, 1].max())))
     return tuple(out)
-
-
-def _shift_line(line: OcrLine, dy: float) -> OcrLine:
-    b = line.box
-    return OcrLine(
-        text=line.text,
-        score=line.score,
-        box=(b[0], b[1] + dy, b[2], b[3] + dy),
-        quad=tuple((x, y + dy) for x, y in line.quad),
-        char_boxes=tuple((c[0], c[1] + dy, c[2], c[3] + dy) for c in line.char_boxes),
-    )
 
 
 # -- per-device incremental OCR ------------------------------------------------------------
@@ -1036,20 +1029,8 @@ class OcrCache:
 
     def _read_region(self, bgr: np.ndarray, region: Rect) -> list[OcrLine]:
         """The lines inside one region, read at the whole frame's detector scale."""
-        h, w = bgr.shape[:2]
         x0, y0, x1, y1 = region
-        if (x0, x1) == (0, w):
-            return list(self.ocr.run_bgr(bgr, region=(y0, y1)).lines)
-        s = self.ocr.settings  # rows the whole-frame read skips (the status bar) stay skipped
-        y0, y1 = max(y0, int(h * s.skip_top_frac)), min(y1, h - int(h * s.skip_bottom_frac))
-        if y1 - y0 < 8 or x1 - x0 < 8:
-            return []
-        crop = bgr[y0:y1, x0:x1]
-        with stage("detect"):
-            quads = self.ocr.detect(crop, (h, w))
-        with stage("recognize"):
-            lines = self.ocr.recognize(crop, quads)
-        return [_moved(line, x0, y0) for line in lines]
+        return list(self.ocr.run_bgr(bgr, region=(y0, y1), cols=(x0, x1)).lines)
 
 
 def _touches(box: Box, rect: Box) -> bool:
