@@ -183,8 +183,8 @@ class PerceptionEngine:
     async def _off_loop(self, device: str, fn: Callable[[], T]) -> T:
         """``fn`` in a worker thread under ``timeout_s`` (on timeout the thread is abandoned,
         not killed), its CPU time charged to ``device`` by stage on the ``ledger``. With
-        ``perception.ocr.threads = 1`` that is all of it; with more, onnxruntime's pool
-        threads work uncounted."""
+        ``perception.ocr.threads = 1`` that is all of it; with more, the OCR runtime's
+        pool threads work uncounted."""
 
         def measured() -> T:
             with charging(self.ledger, device):

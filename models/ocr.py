@@ -123,6 +123,7 @@ MODEL_SETS: dict[str, ModelSet] = {
                         keys="ppocr_keys_v5.txt", fixed_height=True),
 }
 ModelSetName = Literal["ppocrv4", "ppocrv6-small", "ppocrv5"]
+OcrRuntime = Literal["auto", "onnxruntime", "openvino"]  # `OcrSettings.runtime`
 
 
 class OcrSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -181,7 +182,7 @@ class OcrSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
     # of onnxruntime's CPU; docs/perception.md, "The runtime"), "onnxruntime" (any of its
     # providers, CUDA too), or "auto": OpenVINO when it is installed and the providers are
     # the CPU alone, else onnxruntime.
-    runtime: Literal["auto", "onnxruntime", "openvino"] = "auto"
+    runtime: OcrRuntime = "auto"
     threads: int = 0  # the runtime's threads per run; 0 = its default
     # int8 detector / recogniser (onnxruntime.quantization; docs/perception.md, "Model
     # levers"): "dynamic" (weights only; made on first use), "static" (weights and
@@ -409,7 +410,7 @@ def optimized_path(source: bytes) -> Path:
     return ocr_cache_dir() / f"opt-{digest(source)}-{_cpu_tag()}.onnx"
 
 
-def choose_runtime(wanted: Literal["auto", "onnxruntime", "openvino"],
+def choose_runtime(wanted: OcrRuntime,
                    providers: Sequence[str]) -> Literal["onnxruntime", "openvino"]:
     """What runs OCR's models (`OcrSettings.runtime`): "auto" takes OpenVINO when it is
     installed and the providers are the CPU alone (a GPU provider stays onnxruntime's)."""
