@@ -32,6 +32,7 @@ import anyio
 import structlog
 
 from devices.adb import adb_server_port
+from devices.identity import SHARED_SERIAL_FIX, shared_serials
 from runtime.bus import Backoff
 from runtime.errors import MobagentError
 
@@ -152,6 +153,15 @@ class AdbDevices:
         return self._client
 
     async def present(self) -> dict[str, str]:
+        rows = await self.rows()
+        for serial in shared_serials(s for s, _ in rows):
+            # adb answers "more than one device" to every command for this serial
+            log.warning("adb_serial_listed_twice", serial=serial, fix=SHARED_SERIAL_FIX)
+        return dict(rows)
+
+    async def rows(self) -> list[tuple[str, str]]:
+        """``adb devices`` as listed: (serial, state) a row, a serial twice where two
+        phones share it."""
         client = self.client()
         try:
             with anyio.fail_after(self.timeout_s + 1):
@@ -160,7 +170,7 @@ class AdbDevices:
             raise DeviceSourceError(
                 f"cannot list the phones of the {self.describe()} ({type(exc).__name__}: {exc});"
                 " is an adb server running there? `adb start-server`") from exc
-        return {str(d.serial): adb_state(str(d.state)) for d in infos}
+        return [(str(d.serial), adb_state(str(d.state))) for d in infos]
 
     @asynccontextmanager
     async def changes(self) -> AsyncIterator[AsyncIterator[DeviceChange]]:

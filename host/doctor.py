@@ -12,19 +12,28 @@ needs attention or adb lists none, 0 when all are ready.
 from __future__ import annotations
 
 import argparse
+import shutil
 import sys
 from typing import Any
 
 import anyio
 import msgspec
 
-from devices.adb import AdbDevice
+from devices.adb import AdbDevice, DeviceError
 from devices.discovery import ABSENT, AdbDevices, DeviceSourceError
+from devices.identity import (
+    IDENTITY_COMMAND,
+    SHARED_SERIAL_FIX,
+    PhoneIdentity,
+    read_identity,
+    shared_serials,
+)
 from devices.preflight import Check, Preflight, preflight, ready_phone
 from host.fleet import FleetHostConfig
 from runtime.cli import EXIT_FAIL, EXIT_OK, prepare, run_until_signalled
 
-CELL_MAX = 34  # a table cell's characters; the JSON has the whole value
+CELL_MAX = 34  # a table cell's most characters; the JSON has the whole value
+TABLE_WIDTH = 120  # the terminal's columns when it does not say (not a tty)
 MARKS = {True: "ok", False: "FAIL", None: "?"}
 NO_PHONES = ("adb lists no phones: plug one in with a data cable, turn on Developer options > "
              "USB debugging, and accept the prompt on the phone (`adb devices` shows it)")
@@ -51,28 +60,104 @@ async def diagnose(source: AdbDevices, serials: list[str], *, need_keyboard: boo
     return [found[s] for s in wanted]
 
 
-def _cell(check: Check | None) -> str:
+def _cell(check: Check | None, whole: bool = True) -> str:
+    """A check's mark and value (cut at CELL_MAX), or its mark alone (``whole`` False)."""
     if check is None:
         return "-"
-    text = "?" if check.ok is None else f"{MARKS[check.ok]} {check.value}".strip()
+    mark = MARKS[check.ok]
+    text = mark if check.ok is None or not whole else f"{mark} {check.value}".strip()
     return text if len(text) <= CELL_MAX else text[:CELL_MAX - 1] + "…"
 
 
-def table(reports: list[Preflight]) -> str:
-    """The rows and columns, then what to fix (one line per failing check)."""
+def _grid(reports: list[Preflight], names: list[str], width: int) -> list[str] | None:
+    """A column per check. Where the table is wider than ``width``, the widest columns
+    show their marks alone, then the narrower ones get their values back while they fit
+    (a value is shown whole or not at all: the JSON and the fixes below have them). None
+    when even marks alone do not fit."""
+    def column(i: int, whole: bool) -> list[str]:
+        return [names[i], *(_cell(r.check(names[i]), whole) for r in reports)]
+
+    serials = ["phone", *(r.serial for r in reports)]
+    full = [max(map(len, column(i, True))) for i in range(len(names))]
+    marks = [max(map(len, column(i, False))) for i in range(len(names))]
+    room = width - max(map(len, serials)) - 2 * len(names)
+    whole = [True] * len(names)
+    for i in sorted(range(len(names)), key=lambda i: -full[i]):
+        if sum(full[j] if whole[j] else marks[j] for j in range(len(names))) <= room:
+            break
+        whole[i] = False
+    for i in sorted((i for i in range(len(names)) if not whole[i]), key=lambda i: full[i]):
+        used = sum(full[j] if whole[j] else marks[j] for j in range(len(names)))
+        whole[i] = used - marks[i] + full[i] <= room
+    if sum(full[j] if whole[j] else marks[j] for j in range(len(names))) > room:
+        return None
+    cols = [serials, *(column(i, whole[i]) for i in range(len(names)))]
+    widths = [max(map(len, c)) for c in cols]
+    return ["  ".join(c[row].ljust(w) for c, w in zip(cols, widths, strict=True)).rstrip()
+            for row in range(len(serials))]
+
+
+def _as_rows(reports: list[Preflight], names: list[str]) -> list[str]:
+    """Too narrow for a column per check: each phone's checks one per line."""
+    lines: list[str] = []
+    for r in reports:
+        lines.append(r.serial)
+        for n in names:
+            lines.append(f"  {n:<9} {_cell(r.check(n))}")
+    return lines
+
+
+def table(reports: list[Preflight], width: int = TABLE_WIDTH,
+          warnings: list[str] | None = None) -> str:
+    """The rows and columns (the widest cut until the table fits ``width`` characters;
+    each phone's checks as rows where even the marks alone do not), then the warnings,
+    then what to fix (one line per failing check)."""
     names = list(dict.fromkeys(c.name for r in reports for c in r.checks))
-    rows = [["phone", *names]] + [[r.serial, *(_cell(r.check(n)) for n in names)]
-                                  for r in reports]
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
-             for row in rows]
+    lines = _grid(reports, names, width) or _as_rows(reports, names)
     lines.append("")
+    lines += [f"warning: {w}" for w in warnings or []]
     for r in reports:
         took = f" ({r.took_s * 1000:.0f} ms)" if r.took_s else ""
         lines.append(f"{r.serial}: {'ready' if r.ready else 'needs attention'}{took}")
         lines += [f"  done: {what}" for what in r.done]
         lines += [f"  {c.name}: {c.value} — {c.fix}" for c in r.attention]
     return "\n".join(lines)
+
+
+async def identities(source: AdbDevices, serials: list[str]) -> dict[str, PhoneIdentity]:
+    """Each phone's ``ro.serialno`` and boot id (``devices/identity.py``), read at once."""
+    found: dict[str, PhoneIdentity] = {}
+
+    async def one(serial: str) -> None:
+        dev = AdbDevice(serial, client=source.client(), timeout_s=source.timeout_s)
+        try:
+            found[serial] = read_identity((await dev.shell_result(IDENTITY_COMMAND)).output)
+        except DeviceError:
+            found[serial] = PhoneIdentity()
+
+    async with anyio.create_task_group() as tg:
+        for serial in serials:
+            tg.start_soon(one, serial)
+    return found
+
+
+def identity_warnings(listed: list[str], found: dict[str, PhoneIdentity]) -> list[str]:
+    """Phones that share a serial: two rows of one serial in ``adb devices`` (adb cannot
+    address them by it), and phones that report one ``ro.serialno`` from different boots
+    (both driven; tools that go by ``ro.serialno`` would confuse them)."""
+    said = [f"adb lists {s} more than once: two phones share that serial, and the agent "
+            f"can drive neither through it — {SHARED_SERIAL_FIX}" for s in shared_serials(listed)]
+    by_serialno: dict[str, list[str]] = {}
+    for serial, ident in sorted(found.items()):
+        if ident.serialno:
+            by_serialno.setdefault(ident.serialno, []).append(serial)
+    for serialno, serials in by_serialno.items():
+        boots = {found[s].boot_id for s in serials}
+        if len(serials) > 1 and (len(boots) > 1 or "" in boots):
+            said.append(f"{', '.join(serials)} report the same ro.serialno {serialno} from "
+                        "different boots: separate phones, both driven; the serial is a shared "
+                        "factory one, so name them by their adb serials, not by ro.serialno")
+    return said
 
 
 def as_json(reports: list[Preflight]) -> bytes:
@@ -86,11 +171,15 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     source = AdbDevices(fleet.adb_host, fleet.adb_port, timeout_s=fleet.adb_timeout_s)
     need = fleet.need_keyboard if args.keyboard is None else args.keyboard
     result: list[list[Preflight]] = []
+    warnings: list[str] = []
 
     async def run() -> int:
         try:
             result.append(await diagnose(source, list(args.serial or []), need_keyboard=need,
                                          wake=args.wake))
+            listed = [serial for serial, _ in await source.rows()]
+            usable = [r.serial for r in result[0] if (c := r.check("adb")) and c.ok]
+            warnings.extend(identity_warnings(listed, await identities(source, usable)))
         except DeviceSourceError as exc:
             print(f"mobagent doctor: {exc}", file=sys.stderr)
             return EXIT_FAIL
@@ -105,7 +194,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     elif not reports:
         print(f"mobagent doctor: {NO_PHONES}", file=sys.stderr)
     else:
-        print(table(reports))
+        print(table(reports, shutil.get_terminal_size((TABLE_WIDTH, 24)).columns, warnings))
     return EXIT_OK if reports and all(r.ready for r in reports) else EXIT_FAIL
 
 

@@ -64,6 +64,12 @@ from devices.discovery import (
     WifiConnector,
     is_network_serial,
 )
+from devices.identity import (
+    IDENTITY_COMMAND,
+    SHARED_SERIAL_FIX,
+    PhoneIdentity,
+    read_identity,
+)
 from devices.preflight import Preflight, adb_check, preflight, ready_phone
 from host.host_runtime import VERSION, HostRuntime, InstructionGate, instruction_problem
 from protocol.messages import (
@@ -115,8 +121,8 @@ class FleetConfig(Section):
     recheck_s: Positive = 30.0  # how often a phone that needs attention is checked again
     # Phones on Wi-Fi, "host:port" (":5555" when left out): `adb connect`ed at start and
     # again after a drop (checked every connect_check_s, retries backing off up to
-    # reconnect_max_s). A phone adb lists twice (USB and Wi-Fi: the same ro.serialno) is
-    # driven once, through USB; the other serial shows as its duplicate.
+    # reconnect_max_s). A phone adb lists twice (USB and Wi-Fi: the same ro.serialno and
+    # boot id) is driven once, through USB; the other serial shows as its duplicate.
     connect: list[str] = []
     connect_check_s: Positive = 5.0
     reconnect_max_s: Positive = 30.0
@@ -308,7 +314,7 @@ class DeviceSlot:
     done: anyio.Event | None = None
     episodes: int = 0
     adb_state: str = ""  # adb's last word on it (device, offline, absent, ...)
-    serialno: str = ""  # ro.serialno: the phone itself (USB and Wi-Fi serials share it)
+    identity: PhoneIdentity = PhoneIdentity()  # the phone itself: one for USB and Wi-Fi
     duplicate_of: str = ""  # the serial the same phone is driven through instead
 
 
@@ -693,22 +699,28 @@ class FleetManager(Actor):
         await self._publish_host_status()
 
     async def _keep_over_twin(self, slot: DeviceSlot) -> bool:
-        """One phone, one agent: a phone adb lists twice (USB and Wi-Fi) has one
-        ``ro.serialno``. The serial online first stays, unless the new one is USB and the
-        other on the network and idle; the serial not kept shows as a duplicate. True:
-        ``slot`` is the one to drive."""
-        slot.serialno = await self._read_serialno(slot.serial)
-        twin = next((s for s in self._slots.values() if s is not slot and s.online
-                     and slot.serialno and s.serialno == slot.serialno), None)
+        """One phone, one agent: a phone adb lists twice (USB and Wi-Fi) says it is the
+        same phone through both (``devices/identity.py``: its ``ro.serialno`` and its boot
+        id). The serial online first stays, unless the new one is USB and the other on the
+        network and idle; the serial not kept shows as a duplicate. Phones that only share
+        a factory serial are both driven, with a warning. True: ``slot`` is the one to drive."""
+        slot.identity = await self._read_identity(slot.serial)
+        online = [s for s in self._slots.values() if s is not slot and s.online]
+        for other in online:
+            if slot.identity.shares_serial(other.identity):
+                log.warning("fleet_serialno_shared", other=other.serial,
+                            serialno=slot.identity.serialno,
+                            fix="two phones, both driven; " + SHARED_SERIAL_FIX)
+        twin = next((s for s in online if slot.identity.same_phone(s.identity)), None)
         if twin is None:
             return True
         swap = (not is_network_serial(slot.serial) and is_network_serial(twin.serial)
                 and twin.current is None)
         keep, dup = (slot, twin) if swap else (twin, slot)
         log.warning("fleet_device_duplicate", duplicate=dup.serial, of=keep.serial,
-                    serialno=slot.serialno)
-        detail = (f"duplicate of {keep.serial}: the same phone (ro.serialno {slot.serialno}), "
-                  f"driven through {keep.serial}")
+                    serialno=slot.identity.serialno, boot_id=slot.identity.boot_id)
+        detail = (f"duplicate of {keep.serial}: the same phone (ro.serialno "
+                  f"{slot.identity.serialno}, the same boot id), driven through {keep.serial}")
         if swap:
             await self._go_offline(twin, detail)
         else:
@@ -716,17 +728,17 @@ class FleetManager(Actor):
         dup.duplicate_of = keep.serial
         return swap
 
-    async def _read_serialno(self, serial: str) -> str:
-        """The phone's ``ro.serialno`` ("" when it cannot be read: never a duplicate)."""
+    async def _read_identity(self, serial: str) -> PhoneIdentity:
+        """The phone's ``ro.serialno`` and boot id (empty when unread: never a duplicate)."""
         dev = self.adb_client().device(serial)
         try:
             with anyio.fail_after(self.config.adb_timeout_s):
                 out = await anyio.to_thread.run_sync(
-                    lambda: dev.getprop("ro.serialno"), abandon_on_cancel=True)
-            return str(out).strip()
+                    lambda: dev.shell(IDENTITY_COMMAND), abandon_on_cancel=True)
+            return read_identity(str(out))
         except Exception as exc:
-            log.info("fleet_serialno_unread", error=f"{type(exc).__name__}: {exc}")
-            return ""
+            log.info("fleet_identity_unread", error=f"{type(exc).__name__}: {exc}")
+            return PhoneIdentity()
 
     async def _go_offline(self, slot: DeviceSlot, detail: str,
                           state: DeviceState = "offline") -> None:

@@ -11,6 +11,7 @@ import contextlib
 import dataclasses
 import logging
 import os
+import secrets
 import shutil
 import socket
 import subprocess
@@ -153,6 +154,7 @@ class SimFleet:
         self.base_port = base_port
         self.connect_timeout = connect_timeout
         self._factory = phone_factory or make_sim_phone
+        self._token = secrets.token_hex(4).upper()  # this fleet's part of its serials
         self.members: list[FleetPhone] = []
 
     # ---- lifecycle ---------------------------------------------------------------------
@@ -232,6 +234,8 @@ class SimFleet:
     def _start_one(self, index: int) -> FleetPhone:
         device_profile = self.device_profiles[index % len(self.device_profiles)]
         info = DeviceInfo.for_profile(f"sim{index:02d}", device_profile)
+        if not info.serialno:  # unique across fleets and processes, as real phones' are
+            info.serialno = f"SIM{self._token}{index:02d}"
         phone = self._factory(info, self.seed)
         # copies: each phone may be tuned alone (a capture cost's hub stays shared)
         phone.latency = dataclasses.replace(self.latency)

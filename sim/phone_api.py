@@ -7,6 +7,7 @@ Methods are called from the ADB server's threads, so an implementation serialise
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
@@ -85,6 +86,9 @@ class DeviceInfo:
     release: str = "14"
     props: dict[str, str] = field(default_factory=dict)
     profile: DeviceProfile = SIM  # which real phone the ADB side answers as
+    serialno: str = ""  # ro.serialno, the USB serial ("": ``serial``); SimFleet's are unique
+    # /proc/sys/kernel/random/boot_id: the kernel's random UUID of this boot (one per phone)
+    boot_id: str = field(default_factory=lambda: str(uuid.uuid4()))
 
     @classmethod
     def for_profile(cls, serial: str, profile: DeviceProfile | str) -> DeviceInfo:
@@ -92,7 +96,7 @@ class DeviceInfo:
         p = profile_named(profile) if isinstance(profile, str) else profile
         return cls(serial=serial, product_name=p.product, model=p.model, device=p.device,
                    width=p.width, height=p.height, density=p.density, sdk=p.sdk,
-                   release=p.release, profile=p)
+                   release=p.release, profile=p, serialno=p.factory_serial)
 
 
 class Phone(Protocol):

@@ -50,6 +50,9 @@ class DeviceProfile:
     # Xiaomi: `input` is refused until "USB debugging (Security settings)" is on
     needs_usb_security: bool = False
     real: bool = True  # False only for `sim`: the forms below are the simulator's own
+    # the USB serial every unit of this model reports (a shared factory serial); "":
+    # each phone its own (SimFleet makes them unique across processes)
+    factory_serial: str = ""
 
     @property
     def product(self) -> str:
@@ -110,6 +113,18 @@ PROFILES: dict[str, DeviceProfile] = {p.name: p for p in (
         manufacturer="Google", brand="google", model="Pixel 3a", device="sargo",
         sdk=29, release="10", width=1080, height=2220, density=440,
         launcher=PIXEL_LAUNCHER, window_form="a10"),
+    # Low-cost phones that all report the factory serial 0123456789ABCDEF: two side by
+    # side in `adb devices` (https://github.com/camalot/madb/issues/1), with their
+    # transport ids (https://github.com/pbreault/adb-idea/issues/100), "cheap Chinese
+    # devices". Their builds are AOSP's, so the Android 10 forms; the name is generic
+    # (MediaTek's reference builds say "alps"), the shared serial is the point.
+    DeviceProfile(
+        name="lowcost-10",
+        summary="a low-cost Android 10 phone reporting the shared factory serial "
+                "0123456789ABCDEF",
+        manufacturer="alps", brand="alps", model="Android 10 Go", device="k62v1_64",
+        sdk=29, release="10", width=720, height=1600, density=320,
+        launcher=PIXEL_LAUNCHER, window_form="a10", factory_serial="0123456789ABCDEF"),
 )}
 
 

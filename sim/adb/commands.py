@@ -670,7 +670,7 @@ def device_props(phone: Phone) -> dict[str, str]:
         "ro.build.version.sdk": str(info.sdk),
         "ro.build.version.release": info.release,
         "ro.build.type": "userdebug",
-        "ro.serialno": info.serial,
+        "ro.serialno": info.serialno or info.serial,
         "ro.sf.lcd_density": str(info.density),
         "ro.debuggable": "1",
         "sys.boot_completed": "1",
@@ -751,12 +751,19 @@ def cmd_rm(ctx: Ctx, args: list[str]) -> int:
     return status
 
 
+# Kernel files the shell reads that live with the phone, not in its file tree.
+BOOT_ID_PATH = "/proc/sys/kernel/random/boot_id"
+
+
 def cmd_cat(ctx: Ctx, args: list[str]) -> int:
     if not args:
         ctx.out(ctx.stdin)
         return 0
     status = 0
     for p in args:
+        if p == BOOT_ID_PATH:
+            ctx.out(ctx.phone.info.boot_id + "\n")
+            continue
         try:
             ctx.out(ctx.fs.read(p))
         except FileNotFoundError:

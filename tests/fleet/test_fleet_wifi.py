@@ -11,8 +11,10 @@ from contextlib import asynccontextmanager
 
 import anyio
 import pytest
+from structlog.testing import capture_logs
 
 from devices.discovery import ABSENT, DeviceChange, connect_address, is_network_serial
+from devices.identity import PhoneIdentity
 from host.fleet import FleetConfig, FleetManager
 from protocol.messages import Instruction
 from runtime.bus import parse_broker_url
@@ -39,8 +41,10 @@ async def test_one_phone_on_two_serials_is_driven_once(
     mosquitto: MosquittoBroker, sim_fleet: Callable[..., SimFleet], adb_server: AdbServer
 ) -> None:
     fleet = sim_fleet(count=2, stand_in=True)
+    boot_id = fleet.phone(fleet.serials[0]).info.boot_id
     for serial in fleet.serials:  # both report the same phone, as USB and Wi-Fi would
         fleet.phone(serial).info.props["ro.serialno"] = "R5CT10SAME"
+        fleet.phone(serial).info.boot_id = boot_id
     address = parse_broker_url(mosquitto.url)
     cfg = FleetConfig(serials=fleet.serials, adb_timeout_s=10.0, cancel_grace_s=2.0)
     async with fleet_host(address, fleet.serials, ScriptedWork(steps=1), config=cfg,
@@ -68,6 +72,33 @@ async def test_one_phone_on_two_serials_is_driven_once(
         await client.instruct(dup, Instruction(id="d2", text="now through this one"))
         await client.wait_finished(["d2"])
         assert client.finished_ids()["d2"].status == "succeeded"
+
+
+async def test_two_phones_of_one_factory_serial_are_both_driven_and_warned_about(
+    mosquitto: MosquittoBroker, sim_fleet: Callable[..., SimFleet],
+) -> None:
+    # Two low-cost phones report the same factory serial; each its own boot.
+    fleet = sim_fleet(count=2, stand_in=True, device_profile="lowcost-10")
+    phones = [fleet.phone(s) for s in fleet.serials]
+    assert {p.info.serialno for p in phones} == {"0123456789ABCDEF"}
+    assert phones[0].info.boot_id != phones[1].info.boot_id
+    address = parse_broker_url(mosquitto.url)
+    cfg = FleetConfig(serials=fleet.serials, adb_timeout_s=10.0, cancel_grace_s=2.0,
+                      preflight=False)
+    with capture_logs() as logs:
+        async with fleet_host(address, fleet.serials, ScriptedWork(steps=1), config=cfg,
+                              wait_idle=False) as fm, fleet_client(address) as client:
+            for serial in fleet.serials:
+                await client.wait_status(serial, "idle", timeout_s=20)
+            ids = [f"s{i}" for i in range(len(fleet.serials))]
+            for serial, iid in zip(fleet.serials, ids, strict=True):
+                await client.instruct(serial, Instruction(id=iid, text="both phones work"))
+            await client.wait_finished(ids)
+            assert all(client.finished_ids()[i].status == "succeeded" for i in ids)
+            assert fm.stats.duplicates == 0
+    shared = [e for e in logs if e["event"] == "fleet_serialno_shared"]
+    assert shared and shared[0]["serialno"] == "0123456789ABCDEF"
+    assert "adb connect" in shared[0]["fix"]
 
 
 async def test_a_wifi_phone_is_connected_at_start_and_again_after_a_drop(
@@ -130,10 +161,11 @@ async def test_the_usb_serial_replaces_an_idle_wifi_one_and_hands_back_when_unpl
 ) -> None:
     wifi, usb = "192.168.1.20:5555", "R5CT10ABCDE"
 
-    async def serialno(self: FleetManager, serial: str) -> str:
-        return "R5CT10ABCDE"  # both serials are the same phone
+    async def identity(self: FleetManager, serial: str) -> PhoneIdentity:
+        # both serials are the same phone: the same serial, the same boot
+        return PhoneIdentity("R5CT10ABCDE", "6fbd4e0e-3b1a-4c38-9a0e-0f7a2d5c1b11")
 
-    monkeypatch.setattr(FleetManager, "_read_serialno", serialno)
+    monkeypatch.setattr(FleetManager, "_read_identity", identity)
     source = Scripted({wifi: "device"})
     address = parse_broker_url(mosquitto.url)
     cfg = FleetConfig(serials=[wifi, usb], preflight=False)

@@ -40,7 +40,17 @@ def test_fleet_phones_are_listed_and_reachable(adb_server: AdbServer, fleet3: Si
         d = fleet3.device(serial)
         d.click(7, 9)
         assert _rec(fleet3, serial).calls_of("tap") == [(7, 9)]
-        assert d.shell("getprop ro.serialno") == fleet3.phone(serial).info.serial
+        assert d.shell("getprop ro.serialno") == fleet3.phone(serial).info.serialno
+    # serials and boot ids: each phone its own, in this fleet and in the next one
+    with SimFleet(1, adb_port=adb_server.port, phone_factory=recording_phone) as other:
+        phones = [fleet3.phone(s) for s in fleet3.serials] + [other.phone(other.serials[0])]
+        serialnos = [fleet3.device(s).shell("getprop ro.serialno") for s in fleet3.serials]
+        serialnos.append(other.device(other.serials[0]).shell("getprop ro.serialno"))
+        assert len(set(serialnos)) == 4 and all(s.startswith("SIM") for s in serialnos)
+        boot_ids = {fleet3.device(s).shell("cat /proc/sys/kernel/random/boot_id")
+                    for s in fleet3.serials}
+        assert len(boot_ids) == 3 and boot_ids == {p.info.boot_id for p in phones[:3]}
+        assert phones[3].info.boot_id not in boot_ids
     with pytest.raises(KeyError, match="no simulated phone"):
         fleet3.phone("127.0.0.1:1")
 

@@ -63,7 +63,7 @@ def test_profile_identity_and_system_outputs(profiled: Callable[..., Profiled], 
     assert d.shell("getprop ro.product.manufacturer") == p.manufacturer
     assert d.shell("getprop ro.product.brand") == p.brand
     assert d.shell("getprop ro.product.model") == p.model
-    assert d.shell("getprop ro.serialno") == ph.phone.info.serial
+    assert d.shell("getprop ro.serialno") == (p.factory_serial or ph.phone.info.serial)
     assert adb_output.input_size(d.shell("wm size")) == (p.width, p.height)
     assert d.shell("wm density") == f"Physical density: {p.density}"
     # the launcher: HOME resolves to it, and it is what dumpsys shows at home
@@ -290,7 +290,8 @@ def test_default_phone_answers_as_before() -> None:
     from sim.adb.commands import DeviceShell
     from sim.adb.fs import VirtualFS
 
-    assert DeviceInfo.for_profile("a", "sim") == DeviceInfo("a")
+    made = DeviceInfo.for_profile("a", "sim")
+    assert made == DeviceInfo("a", boot_id=made.boot_id)  # each phone its own boot
     phone = RecordingPhone(DeviceInfo("a"))
     focus = phone.focus
     out = DeviceShell(phone, VirtualFS()).run("dumpsys window windows").stdout.decode()
