@@ -5,8 +5,9 @@ Every episode runs on the host's one runner (``host.runner.agent_host``: the fle
 fixed list of phones, a ``DeviceAgent`` per phone): capture, perception (real OCR and icon
 grounding), the actuator through the adb server, the reflector, and the recorder.
 The phones are simulated (``sim.fleet.SimFleet``, one fleet of N phones per seed, since a
-phone's seed is fixed at boot); the N phones of a seed share one queue of tasks, so N
-episodes run at once on one host with one shared perception pool. The planner is the
+phone's seed is fixed at boot); phone i of N takes tasks i, i+N, ..., so N episodes run at
+once on one host with one shared perception pool. The phones keep spinners and toasts on
+a step clock (``sim/phone/clock.py``): the same seed, planner and N take the same steps. The planner is the
 oracle (``host/oracle.py``, benchmark stand-in) unless the caller passes another.
 
 Scoring (definitions in ``sim/eval/metrics.py``). SU is the task's ``is_successful`` on the
@@ -187,8 +188,10 @@ async def run_suite(
     t0 = time.perf_counter()
     for seed in dict.fromkeys(seeds):
         queue = [task_cls(seed) for task_cls in tasks]
+        # the step clock: the same seed, planner and phone count take the same steps
         fleet = await anyio.to_thread.run_sync(SimFleet(
-            devices, seed=seed, device_profile=list(device_profiles), state=list(states) or None).start)
+            devices, seed=seed, device_profile=list(device_profiles), state=list(states) or None,
+            step_clock=True).start)
         try:
             await _run_seed(fleet, queue, cfg, perception, out_dir, make_policy, step_lines,
                             episodes, on_episode)
@@ -224,9 +227,14 @@ async def _run_seed(
     host = agent_host(cfg, policy_for, source=FixedDevices(fleet.serials), record_dir=out_dir,
                       perception=perception, progress=step_lines)
 
+    # Phone i runs tasks i, i+N, i+2N...: a phone's popups and spinners follow the launches
+    # it has seen, so a shared queue (first free phone takes the next task) would make
+    # the steps depend on which phone was free first.
+    shares = {serial: queue[i::len(fleet.serials)] for i, serial in enumerate(fleet.serials)}
+    queue.clear()
+
     async def worker(serial: str) -> None:
-        while queue:
-            task = queue.pop(0)
+        for task in shares[serial]:
             current[serial] = task
             ep = await run_episode(host, serial, task, fleet.phone(serial), probes, out_dir)
             episodes.append(ep)

@@ -309,7 +309,7 @@ def recognizer_keys(models: str, session: ort.InferenceSession | OpenVinoSession
 
 QuantMode = Literal["none", "dynamic", "static"]
 # Bump when models/export/ocr_int8.py changes what it writes: older files are then not used.
-QUANT_RECIPE = "q1"
+QUANT_RECIPE = "q2"  # q2: 7-bit weights (models/quantize.py REDUCE_RANGE)
 # The operators static quantization turns to int8, per part (empty: every kind onnxruntime
 # can, Add and Mul included). They name the file too. The recogniser's elementwise ops
 # (hard-swish, its SVTR neck's layer norms) lost too many reads at int8 (docs/perception.md,

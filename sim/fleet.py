@@ -118,7 +118,8 @@ class SimFleet:
     ``profile`` is the latency profile; ``device_profile`` which real phone each answers
     as (one name, or one per phone, cycled: a mixed fleet); ``state`` likewise (one for
     every phone, or one per phone, cycled); ``faults`` are copied to every phone (each may be
-    changed alone later through ``fleet.phone``)."""
+    changed alone later through ``fleet.phone``). ``step_clock``: spinners and toasts last
+    screen reads, not seconds (sim/phone/clock.py), so a seed's run is repeatable."""
 
     def __init__(self, count: int, *, seed: int = 0, profile: str | LatencyProfile = "instant",
                  adb_port: int | None = None, base_port: int | None = None,
@@ -126,7 +127,7 @@ class SimFleet:
                  connect_timeout: float = 15.0,
                  device_profile: str | DeviceProfile | Sequence[str | DeviceProfile] = "sim",
                  state: DeviceState | Sequence[DeviceState] | None = None,
-                 faults: Faults | None = None) -> None:
+                 faults: Faults | None = None, step_clock: bool = False) -> None:
         if count < 1:
             raise ValueError(f"count must be at least 1, not {count}")
         if seed < 0:
@@ -154,6 +155,7 @@ class SimFleet:
         self.base_port = base_port
         self.connect_timeout = connect_timeout
         self._factory = phone_factory or make_sim_phone
+        self.step_clock = step_clock
         self._token = secrets.token_hex(4).upper()  # this fleet's part of its serials
         self.members: list[FleetPhone] = []
 
@@ -239,6 +241,9 @@ class SimFleet:
         phone = self._factory(info, self.seed)
         # copies: each phone may be tuned alone (a capture cost's hub stays shared)
         phone.latency = dataclasses.replace(self.latency)
+        use_step_clock = getattr(phone, "use_step_clock", None)  # SimPhone's, not stand-ins'
+        if self.step_clock and use_step_clock is not None:
+            use_step_clock()
         if self.device_states:
             phone.device_state = dataclasses.replace(
                 self.device_states[index % len(self.device_states)])

@@ -51,6 +51,9 @@ class RecordingPhone:
     def orientation(self) -> int:
         return self.rotation
 
+    def screen_read(self) -> None:
+        """No clock to move: nothing here lasts a while on screen."""
+
     def tap(self, x: int, y: int) -> None:
         self._record("tap", x, y)
 

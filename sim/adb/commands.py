@@ -135,6 +135,7 @@ def cmd_screencap(ctx: Ctx, args: list[str]) -> int:
     if phone.faults.refuse_screencap:
         ctx.err("Capturing failed.\n")
         return 1
+    phone.screen_read()
     if path is not None and path.endswith(".png"):
         png = True
     if display is None and len(system.display_ids(phone)) > 1:

@@ -24,6 +24,7 @@ from devices.adb import ADB_KEYBOARD  # the one IME id the driver and the phone 
 from sim.phone import keycodes, systemui
 from sim.phone.app import App, Ctx, Navigator, Screen
 from sim.phone.canvas import Action, Box, Element, Hit, Layout, contains, paint, repaint
+from sim.phone.clock import FRAME_S, StepClock
 from sim.phone.launcher import (
     LAUNCHER_COMPONENT,
     LAUNCHER_PACKAGE,
@@ -105,6 +106,7 @@ class SimPhone(Navigator):
         self.seed = seed
         self.perturbation = Perturbation.from_seed(seed)
         self.clock: Callable[[], float] = time.monotonic  # replaceable in tests
+        self.step_clock: StepClock | None = None  # use_step_clock: repeatable runs
         # Where the last tap or long press landed: ground truth for benchmarks (whether a
         # stand-in model's tap hit its target), never read by the agent.
         self.last_touch: tuple[int, int] | None = None
@@ -323,6 +325,15 @@ class SimPhone(Navigator):
 
     def orientation(self) -> int:
         return 0
+
+    def use_step_clock(self, frame_s: float = FRAME_S) -> None:
+        """Spinners and toasts on phone time that moves one ``frame_s`` a screen read
+        (sim/phone/clock.py): the same actions show the same screens on any host."""
+        self.step_clock = self.clock = StepClock(frame_s)
+
+    def screen_read(self) -> None:
+        if self.step_clock is not None:
+            self.step_clock.tick()
 
     # ------------------------------------------------------------------ Phone: input
 

@@ -97,3 +97,16 @@ def test_loading_spinners_appear_on_some_seeds() -> None:
                 assert not p.find(kind="progress")
             p.key(3)
     assert seen
+
+
+def test_on_the_step_clock_a_spinner_lasts_screen_reads_not_seconds() -> None:
+    """Seed 1's spinners last 0.8 s: two reads of 0.5 s, however long the host takes."""
+    p = SimPhone(DeviceInfo("p"), seed=1)
+    p.use_step_clock()
+    spinning = next((pkg for pkg in p.packages() if p.launch(pkg) and p.loading()), None)
+    assert spinning is not None, "seed 1 shows no spinner on any launch"
+    assert p.loading()
+    p.screen_read()
+    assert p.loading()  # 0.5 s of 0.8
+    p.screen_read()
+    assert not p.loading()
