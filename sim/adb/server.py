@@ -24,9 +24,10 @@ from anyio.from_thread import BlockingPortal, start_blocking_portal
 from anyio.streams.buffered import BufferedByteReceiveStream
 
 from sim.adb import wire
+from sim.adb.abstract import AbstractSockets
 from sim.adb.fs import VirtualFS
 from sim.adb.services import Service, resolve
-from sim.adb.wire import Command, Message, ProtocolError
+from sim.adb.wire import Command, Message, ProtocolError, StreamClosed
 from sim.phone_api import Phone
 
 log = logging.getLogger(__name__)
@@ -39,10 +40,6 @@ ACK_TIMEOUT_S = 60.0  # a peer that never OKAYs our WRTE: the stream is closed
 # AUTH's arg0 (AOSP protocol.txt): we send TOKENs; the host answers SIGNATURE, then RSAPUBLICKEY
 AUTH_TOKEN, AUTH_SIGNATURE, AUTH_RSAPUBLICKEY = 1, 2, 3
 AUTH_TOKEN_SIZE = 20
-
-
-class StreamClosed(Exception):
-    pass
 
 
 class Stream:
@@ -235,7 +232,7 @@ class Connection:
         if msg.arg0 == 0:
             raise ProtocolError("OPEN with local-id 0")
         destination = msg.data.rstrip(b"\0").decode("utf-8", errors="replace")
-        service = resolve(destination, self.server.phone, self.server.fs)
+        service = resolve(destination, self.server.phone, self.server.fs, self.server.sockets)
         if service is None:
             log.info("adb %s: refusing service %r", self.server.serial, destination)
             await self.send(Message(Command.CLSE, 0, msg.arg0))
@@ -269,6 +266,7 @@ class SimAdbServer:
         self.phone = phone
         self.host = host
         self.fs = fs if fs is not None else VirtualFS()
+        self.sockets = AbstractSockets()  # the phone's localabstract: listeners
         self._requested_port = port
         self._port: int | None = None
         self._portal_cm: AbstractContextManager[BlockingPortal] | None = None
