@@ -26,7 +26,7 @@ from PIL import Image
 
 from devices import scrcpy_wire as wire
 from sim.adb import commands, system
-from sim.adb.abstract import AbstractSockets, Accepted, AddressInUse
+from sim.adb.abstract import AbstractSockets, Accepted, AddressInUse, ConnectionRefused
 from sim.adb.fs import VirtualFS
 from sim.adb.h264 import EncoderError, H264Encoder, Packet
 from sim.adb.wire import StreamClosed
@@ -202,27 +202,18 @@ class ScrcpySession:
 
     async def _open(self) -> bool:
         """DesktopConnection.open: forward mode listens and accepts video, audio, control in
-        order, the dummy byte after the first; reverse mode would connect to the host."""
+        order, the dummy byte after the first; reverse mode connects through `adb reverse`."""
         opts = self.options
         name = wire.socket_name(opts.scid)
         if not opts.tunnel_forward:
-            # Reverse tunnels (the device opening streams towards `adb reverse`'s host
-            # port) are not simulated: the connect fails as with no `adb reverse` set up.
-            await self.out(2, _java_error(
-                "Connection refused", "java.io.IOException",
-                ["android.net.LocalSocketImpl.connectLocal(Native Method)",
-                 "com.genymobile.scrcpy.device.DesktopConnection.connect"
-                 "(DesktopConnection.java:43)", *_MAIN_FRAMES[:2]]))
-            return False
+            return await self._connect_reverse(name)
         try:
             listener = self.registry.listen(name)
         except AddressInUse as e:
             await self.out(2, _java_error(str(e), "java.io.IOException", _MAIN_FRAMES[:2]))
             return False
         try:
-            wanted = [k for k, on in (("video", opts.video), ("audio", opts.audio),
-                                      ("control", opts.control)) if on]
-            for i, kind in enumerate(wanted):
+            for i, kind in enumerate(self._wanted()):
                 conn = await listener.accept()
                 self.socks.all.append(conn)
                 setattr(self.socks, kind, conn)
@@ -230,10 +221,39 @@ class ScrcpySession:
                     await conn.stream.write(b"\x00")
         finally:
             listener.close()  # once all are accepted, nothing listens on the name any more
-        first = self.socks.all[0] if self.socks.all else None
-        if first is not None and opts.send_device_meta:
-            await first.stream.write(wire.encode_device_meta(self.phone.info.model))
+        await self._send_device_meta()
         return True
+
+    def _wanted(self) -> list[str]:
+        opts = self.options
+        return [k for k, on in (("video", opts.video), ("audio", opts.audio),
+                                ("control", opts.control)) if on]
+
+    async def _connect_reverse(self, name: str) -> bool:
+        """DesktopConnection.open, reverse mode: connect once per socket, in order, to the
+        name `adb reverse` made adbd listen on (no dummy byte)."""
+        for kind in self._wanted():
+            try:
+                stream = await self.registry.connect(name)
+            except (ConnectionRefused, StreamClosed) as e:
+                await self.out(2, _java_error(
+                    str(e) if isinstance(e, ConnectionRefused) else "Connection refused",
+                    "java.io.IOException",
+                    ["android.net.LocalSocketImpl.connectLocal(Native Method)",
+                     "android.net.LocalSocketImpl.connect(LocalSocketImpl.java:259)",
+                     "com.genymobile.scrcpy.device.DesktopConnection.connect"
+                     "(DesktopConnection.java:43)", *_MAIN_FRAMES[:2]]))
+                return False
+            conn = Accepted(stream)
+            self.socks.all.append(conn)
+            setattr(self.socks, kind, conn)
+        await self._send_device_meta()
+        return True
+
+    async def _send_device_meta(self) -> None:
+        first = self.socks.all[0] if self.socks.all else None
+        if first is not None and self.options.send_device_meta:
+            await first.stream.write(wire.encode_device_meta(self.phone.info.model))
 
     async def _run_streams(self) -> None:
         """The streams run until one ends (the client closed a socket) or the server fails."""

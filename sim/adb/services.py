@@ -17,7 +17,7 @@ from sim.adb.sync import SyncService
 from sim.phone_api import Phone
 
 if TYPE_CHECKING:
-    from sim.adb.server import Stream
+    from sim.adb.server import Connection, Stream
 
 # shell_v2 packet ids (AOSP adb/shell_protocol.h)
 ID_STDIN = 0
@@ -167,6 +167,51 @@ class ShellService:
                 return
 
 
+def _protocol_string(status: str, text: str) -> bytes:
+    """adb's reply framing: OKAY|FAIL, then a 4-hex-digit length and the text."""
+    raw = text.encode()
+    return status.encode() + f"{len(raw):04x}".encode() + raw
+
+
+class ReverseService:
+    """``reverse:<forward-command>`` (AOSP daemon/services.cpp reverse_service, adb.cpp
+    handle_forward_request): the rules live as long as the host connection that made them.
+    adbd answers one OKAY (the host's adb server adds the connect OKAY), or FAIL+message."""
+
+    def __init__(self, command: str, sockets: AbstractSockets, owner: Connection) -> None:
+        self.command, self.sockets, self.owner = command, sockets, owner
+
+    def _reply(self) -> bytes:
+        cmd = self.command
+        if cmd == "list-forward":
+            text = self.sockets.list_reverse().encode()
+            return f"{len(text):04x}".encode() + text
+        if cmd == "killforward-all":
+            self.sockets.remove_reverse("", owner=self.owner)
+            return b"OKAY"
+        if cmd.startswith("killforward:"):
+            local = cmd[12:]
+            if not local or ";" in local:
+                return _protocol_string("FAIL", f"bad killforward: {local}")
+            if not self.sockets.remove_reverse(local):
+                return _protocol_string("FAIL", f"listener '{local}' not found")
+            return b"OKAY"
+        if cmd.startswith("forward:"):
+            spec = cmd[8:]
+            no_rebind = spec.startswith("norebind:")
+            spec = spec[9:] if no_rebind else spec
+            pieces = spec.split(";")
+            if len(pieces) != 2 or not pieces[0] or not pieces[1] or pieces[1][0] == "*":
+                return _protocol_string("FAIL", f"bad forward: {spec}")
+            error = self.sockets.install_reverse(pieces[0], pieces[1], self.owner.open_stream,
+                                                 self.owner, no_rebind)
+            return b"OKAY" if error is None else _protocol_string("FAIL", error)
+        return _protocol_string("FAIL", "not a reverse forwarding command")
+
+    async def __call__(self, stream: Stream) -> None:
+        await stream.write(self._reply())
+
+
 def parse_shell_service(destination: str) -> tuple[dict[str, str], str] | None:
     """'shell[,opt...]:command' -> ({opt: value}, command); None if it is not a shell service."""
     if not destination.startswith("shell"):
@@ -185,11 +230,14 @@ def parse_shell_service(destination: str) -> tuple[dict[str, str], str] | None:
 
 
 def resolve(destination: str, phone: Phone, fs: VirtualFS,
-            sockets: AbstractSockets | None = None) -> Service | None:
+            sockets: AbstractSockets | None = None,
+            owner: Connection | None = None) -> Service | None:
     """The service for an OPEN destination, or None (the stream is refused with CLSE)."""
     destination = destination.rstrip("\0")
     if destination == "sync:":
         return SyncService(fs)
+    if destination.startswith("reverse:") and sockets is not None and owner is not None:
+        return ReverseService(destination[8:], sockets, owner)
     if destination.startswith("localabstract:"):
         # adbd connects to the listener, or refuses the stream while nothing listens
         return sockets.service(destination[14:]) if sockets is not None else None

