@@ -52,6 +52,7 @@ class DeviceState:
     bouncer: bool = False  # the PIN pad is up (a swipe on a PIN keyguard)
     typed: str = ""  # what was typed on the PIN pad
     ime_set_at: float = float("-inf")  # monotonic time of the last `ime set`
+    clipboard: str = ""  # the primary clip's text (scrcpy's SET_CLIPBOARD, PASTE)
 
 
 @dataclass

@@ -216,6 +216,40 @@ def android_input_text(text: str) -> str:
     return "".join(buf)
 
 
+# The gestures `input` injects, shared with the scrcpy server's control socket
+# (sim/adb/scrcpy_server.py), so a tap or a key does the same on both paths.
+KEYCODE_PASTE = 279  # android.view.KeyEvent.KEYCODE_PASTE
+
+
+def inject_tap(phone: Phone, x: int, y: int) -> None:
+    if system.usable(phone.device_state):
+        phone.tap(x, y)
+
+
+def inject_swipe(phone: Phone, x1: int, y1: int, x2: int, y2: int, duration_ms: int) -> None:
+    if system.swipe(phone, y1, y2):
+        return
+    if (x1, y1) == (x2, y2) and duration_ms >= 400:
+        phone.long_press(x1, y1, duration_ms)
+    else:
+        phone.swipe(x1, y1, x2, y2, duration_ms)
+
+
+def inject_keys(phone: Phone, codes: list[int]) -> None:
+    """Key presses; PASTE types the clipboard into the focused field, as an EditText does."""
+    for code in system.keys(phone, codes):
+        if code == KEYCODE_PASTE:
+            if phone.device_state.clipboard:
+                phone.type_text(phone.device_state.clipboard)
+        else:
+            phone.key(code)
+
+
+def inject_text(phone: Phone, text: str) -> None:
+    if not system.text(phone, text):
+        phone.type_text(text)
+
+
 def cmd_input(ctx: Ctx, args: list[str]) -> int:
     args = list(args)
     if args and args[0] in INPUT_SOURCES:
@@ -253,17 +287,13 @@ def cmd_input(ctx: Ctx, args: list[str]) -> int:
                         "\tat com.android.server.input.InputShellCommand.sendText"
                         "(InputShellCommand.java:289)\n")
                 return 255
-            if not system.text(phone, text):
-                phone.type_text(text)
+            inject_text(phone, text)
             return 0
         if command == "keyevent":
-            longpress = False
             codes: list[int] = []
             it = iter(rest)
             for a in it:
-                if a == "--longpress":
-                    longpress = True
-                elif a in ("--doubletap", "--async"):
+                if a in ("--longpress", "--doubletap", "--async"):
                     continue
                 elif a in ("--duration", "--delay"):
                     next(it, None)
@@ -275,17 +305,12 @@ def cmd_input(ctx: Ctx, args: list[str]) -> int:
                     codes.append(code)
             if not codes:
                 return bad()
-            for code in system.keys(phone, codes):
-                phone.key(code)
-                if longpress:
-                    pass  # the simulated phone has no long-press key semantics
+            inject_keys(phone, codes)  # no long-press key semantics on the simulated phone
             return 0
         if command == "tap":
             if len(rest) != 2:
                 return bad()
-            x, y = _int_arg(rest[0]), _int_arg(rest[1])
-            if system.usable(phone.device_state):
-                phone.tap(x, y)
+            inject_tap(phone, _int_arg(rest[0]), _int_arg(rest[1]))
             return 0
         if command in ("swipe", "draganddrop"):
             if len(rest) not in (4, 5):
@@ -294,12 +319,7 @@ def cmd_input(ctx: Ctx, args: list[str]) -> int:
             duration = int(rest[4]) if len(rest) == 5 else (300 if command == "swipe" else 1000)
             if duration < 0:
                 return bad()
-            if system.swipe(phone, y1, y2):
-                return 0
-            if (x1, y1) == (x2, y2) and duration >= 400:
-                phone.long_press(x1, y1, duration)
-            else:
-                phone.swipe(x1, y1, x2, y2, duration)
+            inject_swipe(phone, x1, y1, x2, y2, duration)
             return 0
         if command == "keycombination":
             if phone.info.sdk < 33:  # `input keycombination` came with Android 13

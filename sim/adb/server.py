@@ -24,9 +24,10 @@ from anyio.from_thread import BlockingPortal, start_blocking_portal
 from anyio.streams.buffered import BufferedByteReceiveStream
 
 from sim.adb import wire
+from sim.adb.abstract import AbstractSockets
 from sim.adb.fs import VirtualFS
 from sim.adb.services import Service, resolve
-from sim.adb.wire import Command, Message, ProtocolError
+from sim.adb.wire import Command, Message, ProtocolError, StreamClosed
 from sim.phone_api import Phone
 
 log = logging.getLogger(__name__)
@@ -36,13 +37,10 @@ FAULT_POLL_S = 0.05
 CLOSED_IDS_KEPT = 4096
 SEND_TIMEOUT_S = 30.0  # a peer that stops reading its socket for this long is dropped
 ACK_TIMEOUT_S = 60.0  # a peer that never OKAYs our WRTE: the stream is closed
+OPEN_TIMEOUT_S = 10.0  # a host that never answers a stream we OPENed (adb reverse)
 # AUTH's arg0 (AOSP protocol.txt): we send TOKENs; the host answers SIGNATURE, then RSAPUBLICKEY
 AUTH_TOKEN, AUTH_SIGNATURE, AUTH_RSAPUBLICKEY = 1, 2, 3
 AUTH_TOKEN_SIZE = 20
-
-
-class StreamClosed(Exception):
-    pass
 
 
 class Stream:
@@ -54,6 +52,7 @@ class Stream:
         self.remote_id = remote_id
         self.closed = False
         self._inbox: collections.deque[bytes | None] = collections.deque()
+        self.opened = anyio.Event()  # a stream we OPENed: set by the peer's OKAY or CLSE
         self._arrived = anyio.Event()  # replaced after each wake-up, set by on_data/close
         self._may_write = anyio.Event()  # replaced after each WRTE, set by the peer's OKAY
         self._may_write.set()
@@ -95,6 +94,7 @@ class Stream:
         self._may_write.set()
 
     def on_peer_close(self) -> None:
+        self.opened.set()
         if not self.closed:
             self.closed = True
             self._may_write.set()
@@ -134,6 +134,25 @@ class Connection:
                 self.abort()
                 raise ConnectionResetError(f"sending to the adb peer failed: {e!r}") from e
 
+    async def open_stream(self, destination: str) -> Stream:
+        """Open a stream towards the host, as adbd does for an ``adb reverse`` rule
+        (AOSP sockets.cpp connect_to_remote: OPEN(local-id, 0, destination + NUL))."""
+        local_id = self._new_id()
+        stream = Stream(self, local_id, 0)
+        self.streams[local_id] = stream
+        await self.send(Message(Command.OPEN, local_id, 0, destination.encode() + b"\0"))
+        with anyio.move_on_after(OPEN_TIMEOUT_S):
+            await stream.opened.wait()
+        if stream.closed or stream.remote_id == 0:
+            await stream.close()
+            raise StreamClosed(f"the host refused {destination}")
+        return stream
+
+    def _new_id(self) -> int:
+        local_id = self._next_id
+        self._next_id = self._next_id + 1 if self._next_id < 0xFFFFFFFF else 1
+        return local_id
+
     def forget(self, stream: Stream) -> None:
         if self.streams.pop(stream.local_id, None) is not None:
             self.closed_ids.append(stream.local_id)
@@ -156,6 +175,7 @@ class Connection:
                         pass
                     for stream in list(self.streams.values()):
                         stream.on_peer_close()
+                    self.server.sockets.remove_reverse("", owner=self)  # listener_disconnect
                     services.cancel_scope.cancel()
         finally:
             await anyio.aclose_forcefully(self.sock)
@@ -224,6 +244,9 @@ class Connection:
     def _stream(self, local_id: int, msg: Message) -> Stream | None:
         stream = self.streams.get(local_id)
         if stream is not None:
+            if stream.remote_id == 0 and msg.command == Command.OKAY and msg.arg0 != 0:
+                stream.remote_id = msg.arg0  # the host took a stream we opened
+                stream.opened.set()
             if stream.remote_id != msg.arg0 and msg.arg0 != 0:
                 raise ProtocolError(f"{msg.command.name} for stream {local_id} from wrong peer id")
             return stream
@@ -235,13 +258,13 @@ class Connection:
         if msg.arg0 == 0:
             raise ProtocolError("OPEN with local-id 0")
         destination = msg.data.rstrip(b"\0").decode("utf-8", errors="replace")
-        service = resolve(destination, self.server.phone, self.server.fs)
+        service = resolve(destination, self.server.phone, self.server.fs, self.server.sockets,
+                          owner=self)
         if service is None:
             log.info("adb %s: refusing service %r", self.server.serial, destination)
             await self.send(Message(Command.CLSE, 0, msg.arg0))
             return
-        local_id = self._next_id
-        self._next_id = self._next_id + 1 if self._next_id < 0xFFFFFFFF else 1
+        local_id = self._new_id()
         stream = Stream(self, local_id, msg.arg0)
         self.streams[local_id] = stream
         await self.send(Message(Command.OKAY, local_id, msg.arg0))
@@ -269,6 +292,7 @@ class SimAdbServer:
         self.phone = phone
         self.host = host
         self.fs = fs if fs is not None else VirtualFS()
+        self.sockets = AbstractSockets()  # the phone's localabstract: listeners
         self._requested_port = port
         self._port: int | None = None
         self._portal_cm: AbstractContextManager[BlockingPortal] | None = None

@@ -1,4 +1,5 @@
-"""Stream services a device offers: shell (v1 and shell_v2), exec and sync (AOSP SERVICES.TXT)."""
+"""Stream services a device offers: shell (v1 and shell_v2), exec, sync and
+localabstract (AOSP SERVICES.TXT)."""
 
 from __future__ import annotations
 
@@ -8,13 +9,15 @@ from typing import TYPE_CHECKING
 
 import anyio
 
+from sim.adb import scrcpy_server
+from sim.adb.abstract import AbstractSockets
 from sim.adb.commands import DeviceShell, Result
 from sim.adb.fs import VirtualFS
 from sim.adb.sync import SyncService
 from sim.phone_api import Phone
 
 if TYPE_CHECKING:
-    from sim.adb.server import Stream
+    from sim.adb.server import Connection, Stream
 
 # shell_v2 packet ids (AOSP adb/shell_protocol.h)
 ID_STDIN = 0
@@ -53,8 +56,11 @@ class V2Reader:
 
 
 class ShellService:
-    def __init__(self, phone: Phone, fs: VirtualFS, command: str, v2: bool, pty: bool) -> None:
+    def __init__(self, phone: Phone, fs: VirtualFS, command: str, v2: bool, pty: bool,
+                 sockets: AbstractSockets | None = None) -> None:
         self.shell = DeviceShell(phone, fs)
+        self.phone, self.fs = phone, fs
+        self.sockets = sockets if sockets is not None else AbstractSockets()
         self.command = command
         self.v2 = v2
         self.pty = pty
@@ -86,12 +92,37 @@ class ShellService:
             await stream.write(v2_packet(ID_EXIT, bytes([status & 0xFF])))
 
     async def __call__(self, stream: Stream) -> None:
+        invocation = scrcpy_server.is_app_process(self.command) if self.command else None
+        if invocation is not None:
+            await self._app_process(stream, invocation)
+            return
         if self.command:
             result = await self._run(self.command)
             await self._send(stream, result)
             await self._exit(stream, result.status)
             return
         await self._interactive(stream)
+
+    async def _app_process(self, stream: Stream, invocation: scrcpy_server.Invocation) -> None:
+        """A long-running ``app_process`` (the scrcpy server): its log lines go out as they
+        come, the stream stays open while it serves, and closing the stream ends it."""
+        closed = anyio.Event()
+
+        async def out(fd: int, text: str) -> None:
+            await self._send(stream, Result([(fd, text.encode())], 0))
+
+        async def watch() -> None:
+            while await stream.read() is not None:
+                pass  # stdin is not read by the server
+            closed.set()
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(watch)
+            status = await scrcpy_server.run_app_process(invocation, self.phone, self.fs,
+                                                         self.sockets, out, closed)
+            tg.cancel_scope.cancel()
+        if not closed.is_set():
+            await self._exit(stream, status)
 
     async def _prompt(self, stream: Stream) -> None:
         if self.pty:  # mksh prompts only when it runs on a terminal
@@ -136,6 +167,51 @@ class ShellService:
                 return
 
 
+def _protocol_string(status: str, text: str) -> bytes:
+    """adb's reply framing: OKAY|FAIL, then a 4-hex-digit length and the text."""
+    raw = text.encode()
+    return status.encode() + f"{len(raw):04x}".encode() + raw
+
+
+class ReverseService:
+    """``reverse:<forward-command>`` (AOSP daemon/services.cpp reverse_service, adb.cpp
+    handle_forward_request): the rules live as long as the host connection that made them.
+    adbd answers one OKAY (the host's adb server adds the connect OKAY), or FAIL+message."""
+
+    def __init__(self, command: str, sockets: AbstractSockets, owner: Connection) -> None:
+        self.command, self.sockets, self.owner = command, sockets, owner
+
+    def _reply(self) -> bytes:
+        cmd = self.command
+        if cmd == "list-forward":
+            text = self.sockets.list_reverse().encode()
+            return f"{len(text):04x}".encode() + text
+        if cmd == "killforward-all":
+            self.sockets.remove_reverse("", owner=self.owner)
+            return b"OKAY"
+        if cmd.startswith("killforward:"):
+            local = cmd[12:]
+            if not local or ";" in local:
+                return _protocol_string("FAIL", f"bad killforward: {local}")
+            if not self.sockets.remove_reverse(local):
+                return _protocol_string("FAIL", f"listener '{local}' not found")
+            return b"OKAY"
+        if cmd.startswith("forward:"):
+            spec = cmd[8:]
+            no_rebind = spec.startswith("norebind:")
+            spec = spec[9:] if no_rebind else spec
+            pieces = spec.split(";")
+            if len(pieces) != 2 or not pieces[0] or not pieces[1] or pieces[1][0] == "*":
+                return _protocol_string("FAIL", f"bad forward: {spec}")
+            error = self.sockets.install_reverse(pieces[0], pieces[1], self.owner.open_stream,
+                                                 self.owner, no_rebind)
+            return b"OKAY" if error is None else _protocol_string("FAIL", error)
+        return _protocol_string("FAIL", "not a reverse forwarding command")
+
+    async def __call__(self, stream: Stream) -> None:
+        await stream.write(self._reply())
+
+
 def parse_shell_service(destination: str) -> tuple[dict[str, str], str] | None:
     """'shell[,opt...]:command' -> ({opt: value}, command); None if it is not a shell service."""
     if not destination.startswith("shell"):
@@ -153,13 +229,20 @@ def parse_shell_service(destination: str) -> tuple[dict[str, str], str] | None:
     return opts, command
 
 
-def resolve(destination: str, phone: Phone, fs: VirtualFS) -> Service | None:
+def resolve(destination: str, phone: Phone, fs: VirtualFS,
+            sockets: AbstractSockets | None = None,
+            owner: Connection | None = None) -> Service | None:
     """The service for an OPEN destination, or None (the stream is refused with CLSE)."""
     destination = destination.rstrip("\0")
     if destination == "sync:":
         return SyncService(fs)
+    if destination.startswith("reverse:") and sockets is not None and owner is not None:
+        return ReverseService(destination[8:], sockets, owner)
+    if destination.startswith("localabstract:"):
+        # adbd connects to the listener, or refuses the stream while nothing listens
+        return sockets.service(destination[14:]) if sockets is not None else None
     if destination.startswith("exec:"):
-        return ShellService(phone, fs, destination[5:], v2=False, pty=False)
+        return ShellService(phone, fs, destination[5:], v2=False, pty=False, sockets=sockets)
     shell = parse_shell_service(destination)
     if shell is None:
         return None
@@ -169,4 +252,4 @@ def resolve(destination: str, phone: Phone, fs: VirtualFS) -> Service | None:
     pty = ("pty" in opts) if v2 else not command
     if "raw" in opts:
         pty = False
-    return ShellService(phone, fs, command, v2=v2, pty=pty)
+    return ShellService(phone, fs, command, v2=v2, pty=pty, sockets=sockets)

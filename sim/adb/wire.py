@@ -19,6 +19,10 @@ class ProtocolError(Exception):
     """Bytes from the peer that are not a valid ADB message; the connection must close."""
 
 
+class StreamClosed(Exception):
+    """The stream ended (the peer closed it, or never acknowledged our data)."""
+
+
 class Command(enum.IntEnum):
     SYNC = 0x434E5953
     CNXN = 0x4E584E43
