@@ -111,7 +111,7 @@ class Screenshot:
     """One captured screen: RGB pixels, and which path produced them."""
 
     rgb: np.ndarray  # H x W x 3, uint8
-    path: Literal["raw", "png"]
+    path: Literal["raw", "png", "stream"]  # stream: a decoded scrcpy frame
     png: bytes = b""  # the PNG the phone sent, when the png path was used
 
     @property
@@ -264,6 +264,11 @@ class AdbDevice:
 
     def __repr__(self) -> str:
         return f"AdbDevice({self.serial!r})"
+
+    @property
+    def device(self) -> adbutils.AdbDevice:
+        """adbutils' device (the scrcpy stream opens its sockets through it)."""
+        return self._dev
 
     async def _call(self, what: str, fn: Callable[[], T], timeout_s: float | None = None) -> T:
         limit = timeout_s or self.timeout_s

@@ -170,7 +170,7 @@ class Frame(Msg, tag="frame", frozen=True):
     data: bytes
     flags: list[str] = []  # "identical" (same pixels as the previous frame), "black" (a
     # secure window), "display_off" (the phone was asleep: woken, then captured), "wake_failed"
-    capture_path: str = ""  # "raw" | "png": how the device delivered it
+    capture_path: str = ""  # "raw" | "png" | "stream": how the device delivered it
     request_id: str = ""  # the request this answers ("" when none)
     app: str = ""  # the foreground app, when the FrameRequest asked for it
     lines: list[TextLine] = []  # the OCR lines, when the FrameRequest asked for them
