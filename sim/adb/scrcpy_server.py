@@ -320,7 +320,7 @@ class ScrcpySession:
         first = await anyio.to_thread.run_sync(self._grab, None, abandon_on_cancel=True)
         assert first is not None
         screen = _Screen(shown=first[1], target=first[1], source=first[0])
-        await self._send(conn, encoder, screen, screen.target, t0, key=True)
+        await self._send(conn, encoder, screen, _const(screen.target), t0, key=True)
         while not self._reset_video:
             await anyio.sleep(POLL_S)
             grabbed = await anyio.to_thread.run_sync(self._grab, screen, abandon_on_cancel=True)
@@ -332,27 +332,31 @@ class ScrcpySession:
                 else:
                     screen.fade_from = None
                 screen.target = new
-            frame = self._next_frame(screen, now)
-            if frame is not None:
-                if now - screen.last_sent < 1 / self.fps:
-                    continue  # max_fps: the encoder drops frames over the rate
+            if now - screen.last_sent < 1 / self.fps:
+                continue  # max_fps: the encoder drops frames over the rate
+            make = self._next_frame(screen, now)
+            if make is not None:
                 key = now - screen.last_key >= KEY_FRAME_INTERVAL_S
-                await self._send(conn, encoder, screen, frame, t0, key=key)
+                await self._send(conn, encoder, screen, make, t0, key=key)
             elif screen.repeat_due is not None and now >= screen.repeat_due:
-                await self._send(conn, encoder, screen, screen.shown, t0, key=False, repeat=True)
+                await self._send(conn, encoder, screen, _const(screen.shown), t0, key=False,
+                                 repeat=True)
 
-    def _next_frame(self, screen: _Screen, now: float) -> np.ndarray | None:
-        """The frame to show now, or None when the stream already shows the target."""
+    def _next_frame(self, screen: _Screen, now: float) -> Callable[[], np.ndarray] | None:
+        """How to make the frame to show now (run in the encoding thread), or None when the
+        stream already shows the target."""
+        target = screen.target
         if screen.fade_from is not None:
             p = (now - screen.fade_t0) / ANIMATION_S
             if p < 1:
-                a = 0.5 - 0.5 * np.cos(np.pi * p)  # ease in-out, as the window animations
-                mix = screen.fade_from * (1 - a) + screen.target * a
-                return np.asarray(mix.round(), dtype=np.uint8)
+                # ease in-out, as the window animations; integer alpha out of 256
+                k = int(256 * (0.5 - 0.5 * np.cos(np.pi * p)))
+                source = screen.fade_from
+                return lambda: _blend(source, target, k)
             screen.fade_from = None
-            return screen.target
-        if screen.shown is not screen.target:
-            return screen.target
+            return _const(target)
+        if screen.shown is not target:
+            return _const(target)
         return None
 
     def _grab(self, screen: _Screen | None) -> tuple[Image.Image, np.ndarray] | None:
@@ -372,11 +376,17 @@ class ScrcpySession:
         return img, arr
 
     async def _send(self, conn: Accepted, encoder: H264Encoder, screen: _Screen,
-                    frame: np.ndarray, t0: float, key: bool, repeat: bool = False) -> None:
+                    make: Callable[[], np.ndarray], t0: float, key: bool,
+                    repeat: bool = False) -> None:
         now = time.monotonic()
         pts = int((now - t0) * 1_000_000)
-        packets = await anyio.to_thread.run_sync(encoder.encode, frame, pts, key,
-                                                 abandon_on_cancel=True)
+
+        def render_and_encode() -> tuple[np.ndarray, list[Packet]]:
+            frame = make()
+            return frame, encoder.encode(frame, pts, key)
+
+        # not abandoned on cancel: the encoder must not be dropped while a frame is in it
+        frame, packets = await anyio.to_thread.run_sync(render_and_encode)
         data = b"".join(self._framed(p) for p in packets)
         if data:
             await conn.stream.write(data)
@@ -584,6 +594,16 @@ class ScrcpySession:
             self.phone.launch(package)
 
         await self._in_thread(start)
+
+
+def _const(frame: np.ndarray) -> Callable[[], np.ndarray]:
+    return lambda: frame
+
+
+def _blend(a: np.ndarray, b: np.ndarray, k: int) -> np.ndarray:
+    """(a * (256 - k) + b * k) / 256, in integers (a cross-fade step)."""
+    mix = a.astype(np.uint16) * (256 - k) + b.astype(np.uint16) * k
+    return (mix >> 8).astype(np.uint8)
 
 
 def _changed_share(a: np.ndarray, b: np.ndarray) -> float:
