@@ -25,6 +25,7 @@ import numpy as np
 from PIL import Image
 
 from devices import scrcpy_wire as wire
+from runtime.errors import MobagentError
 from sim.adb import commands, system
 from sim.adb.abstract import AbstractSockets, Accepted, AddressInUse, ConnectionRefused
 from sim.adb.fs import VirtualFS
@@ -57,7 +58,7 @@ INJECT_DENIED = ("java.lang.SecurityException: Injecting input events requires t
                  "permission.")
 
 
-class ServerExit(Exception):
+class ServerExit(MobagentError):
     """The server process ends with this status (an uncaught exception's 1, a fatal error)."""
 
     def __init__(self, status: int) -> None:
@@ -109,7 +110,8 @@ async def run_app_process(invocation: wire.ServerInvocation, phone: Phone, fs: V
         return 1
     for key in options.unknown:
         await out(2, f"[server] WARN: Unknown server option: {key}\n")
-    await out(1, device_line(phone))
+    if options.log_level in ("verbose", "debug", "info"):  # Ln.i after Ln.initLogLevel
+        await out(1, device_line(phone))
     if options.cleanup:
         # CleanUp.main unlinks the jar as soon as the clean-up process starts (the server's
         # classes are loaded already), not at exit.
