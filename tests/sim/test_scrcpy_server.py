@@ -471,3 +471,28 @@ def test_an_android_10_phone_disables_audio(adb_server: AdbServer) -> None:
             adb_server.disconnect(sim.port)
     assert log.startswith("[server] INFO: Device: [Google] google Pixel 3a (Android 10)\n")
     assert "[server] WARN: Audio disabled: it is not supported before Android 11\n" in log
+
+
+def test_reset_video_and_the_key_frame_interval(
+        phone_on_adb: tuple[Any, SimAdbServer, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    """RESET_VIDEO restarts the encoder: a new config packet and a key frame (Controller.
+    resetVideo); a change after KEY_I_FRAME_INTERVAL comes as a key frame."""
+    from sim.adb import scrcpy_server
+    monkeypatch.setattr(scrcpy_server, "KEY_FRAME_INTERVAL_S", 0.3)
+    phone, _, device = phone_on_adb
+    _push(device)
+    s = Session(device)
+    try:
+        _drain(s, quiet=0.5)
+        s.send(w.ResetVideo())
+        first = s.packet()
+        second = s.packet()
+        assert first is not None and first[0].config
+        assert second is not None and second[0].key_frame
+        _drain(s, quiet=0.5)
+        phone.device_state.awake = False  # the screen goes black: a change, 0.5 s later
+        got = s.packet()
+        assert got is not None and got[0].key_frame
+    finally:
+        phone.device_state.awake = True
+        s.close()
