@@ -77,7 +77,7 @@ class H264Encoder:
             ctx.open()
         except av.FFmpegError as e:
             raise EncoderError(f"libx264 did not open at {width}x{height}: {e}") from e
-        self._ctx = ctx
+        self._ctx: av.VideoCodecContext | None = ctx
         self._config = b""
 
     def encode(self, rgb: np.ndarray, pts_us: int, key_frame: bool) -> list[Packet]:
@@ -86,6 +86,8 @@ class H264Encoder:
         frame = av.VideoFrame.from_ndarray(np.ascontiguousarray(rgb), format="rgb24")
         frame = frame.reformat(format="yuv420p")
         frame.pts = pts_us
+        if self._ctx is None:
+            raise EncoderError("the encoder is closed")
         frame.time_base = self._ctx.time_base
         if key_frame:
             frame.pict_type = av.video.frame.PictureType.I
@@ -107,4 +109,5 @@ class H264Encoder:
         return out
 
     def close(self) -> None:
-        self._ctx.close() if hasattr(self._ctx, "close") else None
+        """Drop the codec context (PyAV frees it with the last reference)."""
+        self._ctx = None

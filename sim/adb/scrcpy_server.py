@@ -25,6 +25,7 @@ import numpy as np
 from PIL import Image
 
 from devices import scrcpy_wire as wire
+from runtime.errors import MobagentError
 from sim.adb import commands, system
 from sim.adb.abstract import AbstractSockets, Accepted, AddressInUse, ConnectionRefused
 from sim.adb.fs import VirtualFS
@@ -57,7 +58,7 @@ INJECT_DENIED = ("java.lang.SecurityException: Injecting input events requires t
                  "permission.")
 
 
-class ServerExit(Exception):
+class ServerExit(MobagentError):
     """The server process ends with this status (an uncaught exception's 1, a fatal error)."""
 
     def __init__(self, status: int) -> None:
@@ -109,7 +110,8 @@ async def run_app_process(invocation: wire.ServerInvocation, phone: Phone, fs: V
         return 1
     for key in options.unknown:
         await out(2, f"[server] WARN: Unknown server option: {key}\n")
-    await out(1, device_line(phone))
+    if options.log_level in ("verbose", "debug", "info"):  # Ln.i after Ln.initLogLevel
+        await out(1, device_line(phone))
     if options.cleanup:
         # CleanUp.main unlinks the jar as soon as the clean-up process starts (the server's
         # classes are loaded already), not at exit.
@@ -320,7 +322,7 @@ class ScrcpySession:
         first = await anyio.to_thread.run_sync(self._grab, None, abandon_on_cancel=True)
         assert first is not None
         screen = _Screen(shown=first[1], target=first[1], source=first[0])
-        await self._send(conn, encoder, screen, screen.target, t0, key=True)
+        await self._send(conn, encoder, screen, _const(screen.target), t0, key=True)
         while not self._reset_video:
             await anyio.sleep(POLL_S)
             grabbed = await anyio.to_thread.run_sync(self._grab, screen, abandon_on_cancel=True)
@@ -332,27 +334,31 @@ class ScrcpySession:
                 else:
                     screen.fade_from = None
                 screen.target = new
-            frame = self._next_frame(screen, now)
-            if frame is not None:
-                if now - screen.last_sent < 1 / self.fps:
-                    continue  # max_fps: the encoder drops frames over the rate
+            if now - screen.last_sent < 1 / self.fps:
+                continue  # max_fps: the encoder drops frames over the rate
+            make = self._next_frame(screen, now)
+            if make is not None:
                 key = now - screen.last_key >= KEY_FRAME_INTERVAL_S
-                await self._send(conn, encoder, screen, frame, t0, key=key)
+                await self._send(conn, encoder, screen, make, t0, key=key)
             elif screen.repeat_due is not None and now >= screen.repeat_due:
-                await self._send(conn, encoder, screen, screen.shown, t0, key=False, repeat=True)
+                await self._send(conn, encoder, screen, _const(screen.shown), t0, key=False,
+                                 repeat=True)
 
-    def _next_frame(self, screen: _Screen, now: float) -> np.ndarray | None:
-        """The frame to show now, or None when the stream already shows the target."""
+    def _next_frame(self, screen: _Screen, now: float) -> Callable[[], np.ndarray] | None:
+        """How to make the frame to show now (run in the encoding thread), or None when the
+        stream already shows the target."""
+        target = screen.target
         if screen.fade_from is not None:
             p = (now - screen.fade_t0) / ANIMATION_S
             if p < 1:
-                a = 0.5 - 0.5 * np.cos(np.pi * p)  # ease in-out, as the window animations
-                mix = screen.fade_from * (1 - a) + screen.target * a
-                return np.asarray(mix.round(), dtype=np.uint8)
+                # ease in-out, as the window animations; integer alpha out of 256
+                k = int(256 * (0.5 - 0.5 * np.cos(np.pi * p)))
+                source = screen.fade_from
+                return lambda: _blend(source, target, k)
             screen.fade_from = None
-            return screen.target
-        if screen.shown is not screen.target:
-            return screen.target
+            return _const(target)
+        if screen.shown is not target:
+            return _const(target)
         return None
 
     def _grab(self, screen: _Screen | None) -> tuple[Image.Image, np.ndarray] | None:
@@ -372,11 +378,17 @@ class ScrcpySession:
         return img, arr
 
     async def _send(self, conn: Accepted, encoder: H264Encoder, screen: _Screen,
-                    frame: np.ndarray, t0: float, key: bool, repeat: bool = False) -> None:
+                    make: Callable[[], np.ndarray], t0: float, key: bool,
+                    repeat: bool = False) -> None:
         now = time.monotonic()
         pts = int((now - t0) * 1_000_000)
-        packets = await anyio.to_thread.run_sync(encoder.encode, frame, pts, key,
-                                                 abandon_on_cancel=True)
+
+        def render_and_encode() -> tuple[np.ndarray, list[Packet]]:
+            frame = make()
+            return frame, encoder.encode(frame, pts, key)
+
+        # not abandoned on cancel: the encoder must not be dropped while a frame is in it
+        frame, packets = await anyio.to_thread.run_sync(render_and_encode)
         data = b"".join(self._framed(p) for p in packets)
         if data:
             await conn.stream.write(data)
@@ -584,6 +596,16 @@ class ScrcpySession:
             self.phone.launch(package)
 
         await self._in_thread(start)
+
+
+def _const(frame: np.ndarray) -> Callable[[], np.ndarray]:
+    return lambda: frame
+
+
+def _blend(a: np.ndarray, b: np.ndarray, k: int) -> np.ndarray:
+    """(a * (256 - k) + b * k) / 256, in integers (a cross-fade step)."""
+    mix = a.astype(np.uint16) * (256 - k) + b.astype(np.uint16) * k
+    return (mix >> 8).astype(np.uint8)
 
 
 def _changed_share(a: np.ndarray, b: np.ndarray) -> float:

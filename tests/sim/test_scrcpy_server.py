@@ -396,3 +396,103 @@ def test_reverse_rules_through_the_adb_binary(adb_server: AdbServer,
     missing = run("--remove", "localabstract:scrcpy_00000001")
     assert missing.returncode != 0 and "not found" in missing.stderr
     assert run("--list").stdout.strip() == ""
+
+
+def test_raw_stream_is_bare_h264_and_closing_the_shell_ends_the_server(
+        phone_on_adb: tuple[Any, SimAdbServer, Any]) -> None:
+    """raw_stream=true: no dummy byte, no meta, no frame headers (Options.java); the
+    decoder still gets the frames (the repeat lets a parser close the first one)."""
+    _, sim, device = phone_on_adb
+    _push(device)
+    scid = w.random_scid()
+    shell = device.shell(w.server_command(scid, {"tunnel_forward": True, "audio": False,
+                                                 "control": False, "raw_stream": True,
+                                                 "max_size": 320}), stream=True)
+    video = _connect(device, w.socket_name(scid))
+    data = b""
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and len(data) < 64:
+        data += video.recv(65536)
+    assert data.startswith(b"\x00\x00\x00\x01") and data[4] & 0x1F == 7  # SPS, nothing before
+    parser = av.CodecContext.create("h264", "r")
+    video.settimeout(1.0)
+    with pytest.raises(TimeoutError):
+        while True:
+            data += video.recv(65536)
+    frames = [f for p in parser.parse(data) for f in parser.decode(p)]
+    assert frames and frames[0].width == w.limit_size(1080, 2400, 320)[0]
+    shell.close()  # the client kills `adb shell`: the server goes with it
+    video.settimeout(10)
+    _wait(lambda: video.recv(65536) == b"", "the video socket closed")
+    video.close()
+
+
+def test_clipboard_autosync_sends_the_phones_clipboard(
+        phone_on_adb: tuple[Any, SimAdbServer, Any]) -> None:
+    phone, _, device = phone_on_adb
+    _push(device)
+    s = Session(device)
+    try:
+        phone.device_state.clipboard = "copied on the phone"
+        assert s.device_message() == w.DeviceClipboard("copied on the phone")
+        s.send(w.SetClipboard(sequence=0, paste=False, text="from the client"))
+        _wait(lambda: phone.device_state.clipboard == "from the client", "the clipboard set")
+        with pytest.raises(TimeoutError):  # set by the client: no echo back
+            s.device_message(timeout=0.5)
+    finally:
+        s.close()
+
+
+def test_an_android_10_phone_disables_audio(adb_server: AdbServer) -> None:
+    """AudioEncoder.encode (v3.3.4): before Android 11 the audio socket carries the
+    disabled-stream code 0 and mirroring goes on."""
+    cls = import_sim_phone()
+    phone = cls(DeviceInfo.for_profile("scrcpy-a10", "android-10"), seed=0)
+    with SimAdbServer(phone) as sim:
+        device = adb_server.connect(sim.port)
+        try:
+            _push(device)
+            scid = w.random_scid()
+            shell = device.shell(w.server_command(scid, {"tunnel_forward": True,
+                                                         "max_size": 320}), stream=True)
+            video = _connect(device, w.socket_name(scid))
+            assert video.recv(1) == b"\x00"
+            audio = _connect(device, w.socket_name(scid))
+            control = _connect(device, w.socket_name(scid))
+            assert w.decode_device_meta(_recv_exactly(video, 64)) == "Pixel 3a"
+            assert w.CodecMeta.decode(_recv_exactly(video, 12)).height == 320
+            assert _recv_exactly(audio, 4) == w.encode_codec_id(w.CODEC_DISABLED)
+            assert w.FrameHeader.decode(_recv_exactly(video, 12)).config
+            for sock in (video, audio, control):
+                sock.close()
+            shell.conn.settimeout(10)
+            log = str(shell.read_until_close())
+        finally:
+            adb_server.disconnect(sim.port)
+    assert log.startswith("[server] INFO: Device: [Google] google Pixel 3a (Android 10)\n")
+    assert "[server] WARN: Audio disabled: it is not supported before Android 11\n" in log
+
+
+def test_reset_video_and_the_key_frame_interval(
+        phone_on_adb: tuple[Any, SimAdbServer, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    """RESET_VIDEO restarts the encoder: a new config packet and a key frame (Controller.
+    resetVideo); a change after KEY_I_FRAME_INTERVAL comes as a key frame."""
+    from sim.adb import scrcpy_server
+    monkeypatch.setattr(scrcpy_server, "KEY_FRAME_INTERVAL_S", 0.3)
+    phone, _, device = phone_on_adb
+    _push(device)
+    s = Session(device)
+    try:
+        _drain(s, quiet=0.5)
+        s.send(w.ResetVideo())
+        first = s.packet()
+        second = s.packet()
+        assert first is not None and first[0].config
+        assert second is not None and second[0].key_frame
+        _drain(s, quiet=0.5)
+        phone.device_state.awake = False  # the screen goes black: a change, 0.5 s later
+        got = s.packet()
+        assert got is not None and got[0].key_frame
+    finally:
+        phone.device_state.awake = True
+        s.close()
