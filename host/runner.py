@@ -19,8 +19,9 @@ from pathlib import Path
 from typing import Any, TextIO
 
 import msgspec
+import structlog
 
-from actors.config import AgentConfig, episode_settings
+from actors.config import AgentConfig, DeviceSettings, episode_settings
 from actors.episode import DeviceAgent
 from actors.perception import PerceptionEngine, engine_for
 from actors.perception_remote import RemoteTimes
@@ -29,6 +30,8 @@ from actors.services import AgentServices
 from actors.telemetry import Tracing
 from devices.adb import AdbDevice
 from devices.discovery import DeviceSource
+from devices.scrcpy import ScrcpyError, server_jar
+from devices.streamed import StreamedDevice
 from host.fleet import DeviceHandle, FleetConfig, FleetHost, RunEpisode
 from host.fleet_worker import agent_worker
 from models.llm.messages import ChatModel
@@ -49,6 +52,8 @@ from runtime import topics
 from runtime.actor import Actor, Publisher
 from runtime.bus import Bus
 from runtime.config import load_config
+
+log = structlog.get_logger(__name__)
 
 PolicyFor = Callable[[str, Instruction], Policy]
 
@@ -113,8 +118,9 @@ def agent_host(
         services = AgentServices(bus, engine, remote_perception=remote)
 
         def make_agent(handle: DeviceHandle) -> DeviceAgent:
-            device = AdbDevice(handle.serial, client=handle.adb, capture=cfg.device.capture,
-                               timeout_s=cfg.device.timeout_s)
+            device = device_for(cfg.device, AdbDevice(
+                handle.serial, client=handle.adb, capture=cfg.device.capture,
+                timeout_s=cfg.device.timeout_s))
             return DeviceAgent(handle.bus, device, settings=cfg.agent, perception=engine,
                                policy_for=lambda instr: policy_for(handle.serial, instr),
                                host=handle.host, services=services,
@@ -130,3 +136,18 @@ def agent_host(
     return FleetHost(cfg, work, source=source, fleet_config=fleet_config,
                      episode_settings=episode_settings(cfg.agent, cfg.llm.max_prompt_tokens),
                      tracing=traces)
+
+
+def device_for(settings: DeviceSettings, adb: AdbDevice) -> AdbDevice | StreamedDevice:
+    """The phone as ``device.transport`` says: the scrcpy stream with adb beside it, or adb
+    alone. A missing or wrong server file never fails the run: the phone works on adb,
+    and the log says why and what to do (``mobagent doctor`` too)."""
+    if settings.transport == "adb":
+        return adb
+    try:
+        jar = server_jar(settings.scrcpy_server)
+    except ScrcpyError as exc:
+        if settings.transport == "scrcpy":
+            log.warning("scrcpy_unavailable", device=adb.serial, error=str(exc), using="adb")
+        return adb
+    return StreamedDevice(adb, jar)
