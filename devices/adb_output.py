@@ -34,7 +34,8 @@ _COMPONENT = re.compile(rf"({_PACKAGE})/([\w.$]+)")
 # is missing before 4.2; some copies lose the space after it (``u0com.pkg/.A``).
 _WINDOW = re.compile(r"Window\{[0-9a-f]+\s+(?:u-?\d+(?![\w.]*/)\s*|u\d+(?=[a-z]))?"
                      r"([^{}]*?)\s*(?:paused=\w+)?\}")
-_RECORD = re.compile(rf"ActivityRecord\{{[0-9a-f]+ u?\d+ ({_PACKAGE})/")
+# ``ActivityRecord{1e44eb8 u0 pkg/.A t653}``; before Android 4.2 there is no user.
+_RECORD = re.compile(rf"ActivityRecord\{{[0-9a-f]+(?: u?\d+)? ({_PACKAGE})/")
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -51,7 +52,9 @@ class AdbOutputError(MobagentError, ValueError):
 # a (thread), a log level. getprop's own ``[key]: [value]`` lines are no tag.
 _PREFIX = re.compile(r"""[ \t]*(?:
       >+
-    | \[?\d{4}-\d\d-\d\d[T\ ]\d\d:\d\d:\d\d(?:[.,:]\d+)?(?:Z|[+-]\d\d:?\d\d)?\]?
+    | \[[^\[\]\n]{0,60}\d\d:\d\d:\d\d[^\[\]\n]{0,80}\]
+    | \[?\d{4}[-/.]\d\d[-/.]\d\d[T\ ]\d\d:\d\d:\d\d(?:[.,:]\d+)?(?:Z|[+-]\d\d:?\d\d)?\]?
+    | [A-Z][a-z]{2}\ +\d\d?\ \d\d:\d\d:\d\d
     | \[?\d\d-\d\d(?:-\d{4})?[T\ ]\d\d:\d\d:\d\d(?:[.,:]\d+)?\]?
     | \[?\d\d:\d\d:\d\d(?:[.,:]\d+)?\]?(?:/[VDIWEFA]:)?
     | \[\s*\d+\.\d+\]
@@ -59,6 +62,7 @@ _PREFIX = re.compile(r"""[ \t]*(?:
     | [VDIWEFA]/[^\s(:]+\s*\(\s*\d+\):
     | \[[A-Za-z][\w.@:/\ -]{0,40}\](?!:\s*\[):?
     | <[\w.$-]+>
+    | [\w.$-]+(?::[\w.$-]+)*\.(?:py|js|ts|java|kt|go|rs|rb|cs):\d+(?::\d+)?:?
     | \([\w-]+\)
     | (?:DEBUG|INFO|WARN|WARNING|ERROR|TRACE|VERBOSE|CRITICAL|FATAL)(?::[\w.]+)?:
     | (?:DEBUG|INFO|WARN|WARNING|ERROR|TRACE|VERBOSE)(?:[ \t]+[\w.$]+(?:[ \t]+-|:))?(?=[ \t])
@@ -197,7 +201,7 @@ def wakefulness(text: str) -> Wakefulness | None:
     that is not interactive while its screen shows something (``DOZE``, an always-on
     display) is dozing."""
     display = _display_state(text)
-    m = re.search(r"\b(?:m|get)?wakefulness(?:Raw|Locked\(\))?\s*[=:]\s*"
+    m = re.search(r"\b(?:m|get)?wakeful+ness(?:Raw|Locked\(\))?\s*[=:]\s*"
                   r"(awake|asleep|dozing|dreaming)\b", text, re.I)
     if m is not None:
         state = _WAKEFULNESS[m.group(1).lower()]
@@ -216,6 +220,7 @@ def _display_state(text: str) -> str | None:
     (Samsung's and Android 5+'s ``Display Power: state=``, ``mScreenState=``, the window
     policy's ``screenState=``, Android 4's ``mScreenOn=``), or None."""
     for pattern in (r"Display Power: state=(\w+)", r"\bmScreenState=(\w+)",
+                    r"\bmGlobalDisplayState=(\w+)",
                     r"\bscreenState=SCREEN_STATE_(\w+)", r"\bmScreenOn(?:Fully)?=(true|false)"):
         m = re.search(pattern, text)
         if m is not None and m.group(1).lower() in _DISPLAY_STATES:
@@ -424,20 +429,24 @@ _FAILURES: tuple[tuple[FailureKind, re.Pattern[str], str], ...] = (
                                   r"FAILED_TRANSACTION.*|DeadObjectException.*)"),
      "The system service did not answer the call (binder): SELinux refuses it from a root "
      "or app shell on some ROMs; run it from a plain `adb shell`, or reboot the phone."),
-    ("permission_denied", re.compile(r".*(?:SecurityException.*|Permission denied.*|"
-                                     r"Permission Denial.*|avc:\s+denied.*)", re.I),
+    ("permission_denied", re.compile(r".*(?:Security ?Exception.*|Permission denied.*|"
+                                     r"Permission Denial.*|avc:\s+denied.*|"
+                                     r"Operation not permitted.*)", re.I),
      "The shell user may not do this on this phone: check the vendor's developer options "
      "(Xiaomi: USB debugging (Security settings); OPPO: Disable permission monitoring)."),
     # (no word boundary before "device": the server's FAIL frame glues its length to it)
     ("device_offline", re.compile(r"(?m)^.*?(?:device (?:offline|unauthorized|still "
                                   r"authorizing|'[^']*' not found|not found)|\bno devices(?:/"
                                   r"emulators)? found)\b.*|^.*\berror: (?:closed|protocol "
-                                  r"fault)\b.*"),
-     "adb lost the phone (offline, closed or not found): replug it or run `adb reconnect`; "
-     "on a phone that asks, accept the USB debugging prompt."),
+                                  r"fault)\b.*|^.*\b(?:cannot|could not|failed to) connect to "
+                                  r"(?:daemon|TCP port|'?[\w.-]+:\d+).*"),
+     "adb lost the phone or its server (offline, closed, not found, refused): replug it or "
+     "run `adb reconnect` (`adb start-server` for the server); on a phone that asks, accept "
+     "the USB debugging prompt."),
     ("command_unsupported", re.compile(r"(?m).*(?:: not found|inaccessible or not found|"
                                        r"Unknown command.*|Unknown option.*|"
-                                       r"Can't find service.*|service: .*does not exist.*|"
+                                       r"Can't find service.*|"
+                                       r"service: .*(?:does not exist|not found).*|"
                                        r"No shell command implementation.*|"
                                        r"^\s*[Uu]sage: \w.*)"),
      "This Android version lacks the command: update the phone, or use the fallback."),
