@@ -148,11 +148,14 @@ def _focus_window(text: str) -> str | None:
 
 
 def _activity_top(text: str) -> str | None:
-    """``dumpsys activity top``: the resumed ACTIVITY, else the last one listed (the top)."""
+    """``dumpsys activity top``: the resumed ACTIVITY, else the last one listed (the top),
+    unless the dump timed out (``DUMP TIMEOUT``): then the list stops short of the top."""
     blocks = re.split(r"(?m)^\s*ACTIVITY ", text)[1:]
     if not blocks:
         return None
     resumed = [b for b in blocks if re.search(r"mResumed=true", b)]
+    if not resumed and re.search(r"DUMP TIMEOUT|Failure while dumping", text):
+        return None
     m = _COMPONENT.match((resumed or blocks)[-1])
     return m.group(1) if m else None
 
@@ -164,7 +167,8 @@ def _window_blocks(text: str) -> str | None:
     for block in blocks:
         head, _, body = block.partition("\n")
         window = _WINDOW.match(head)
-        component = _COMPONENT.fullmatch(window.group(1)) if window else None
+        title = window.group(1).split() if window else []
+        component = _COMPONENT.fullmatch(title[0]) if title else None
         if component is not None and "isVisible=false" not in body:
             return component.group(1)
     return None
