@@ -68,7 +68,8 @@ _PREFIX = re.compile(r"""[ \t]*(?:
     | (?:DEBUG|INFO|WARN|WARNING|ERROR|TRACE|VERBOSE)(?:[ \t]+[\w.$]+(?:[ \t]+-|:))?(?=[ \t])
     | (?:info|debug|warn|error):(?=[ \t]*\[)
     )""", re.X)
-_SEPARATOR = re.compile(r"[ \t]*[-|:](?=[ \t])")  # ``12:00:01 INFO Tag - `` after a prefix
+# After a prefix: ``12:00:01 INFO Tag - ``, fastlane's ``[15:01:49]: ▸ ``.
+_SEPARATOR = re.compile(r"[ \t]*[-|:>»▸•→](?=[ \t])")
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|(?<![\w\]])\[(?:\d{1,3}(?:;\d{1,3})*)?m(?![\]\w])")
 _ESCAPED = re.compile(r"\\r\\n|\\[nrt\"']")
 _UNESCAPE = {"\\r\\n": "\n", "\\n": "\n", "\\r": "\n", "\\t": "\t", '\\"': '"', "\\'": "'"}
@@ -421,7 +422,8 @@ _FAILURES: tuple[tuple[FailureKind, re.Pattern[str], str], ...] = (
     ("no_physical_keys", re.compile(r".*SYS_KEYS has no physical keys.*"),
      "monkey needs --pct-syskeys 0 on a phone without hardware keys."),
     ("no_launchable_activity", re.compile(r".*(?:No activities found to run|"
-                                          r"No activity found).*"),
+                                          r"No activity found|Unknown package:|"
+                                          r"Package \S+ is not installed).*"),
      "The app is not installed, or has no launcher activity: check the package name "
      "with `adb shell pm list packages`."),
     ("activity_not_found", re.compile(r".*(?:Error: Activity not started.*|"
@@ -430,7 +432,8 @@ _FAILURES: tuple[tuple[FailureKind, re.Pattern[str], str], ...] = (
      "The activity could not be started: check the component with `adb shell cmd package "
      "resolve-activity --brief PACKAGE`."),
     ("binder_failure", re.compile(r".*(?:Failure calling service.*|Failed transaction.*|"
-                                  r"FAILED_TRANSACTION.*|DeadObjectException.*)"),
+                                  r"FAILED_TRANSACTION.*|DeadObjectException.*|"
+                                  r"TransactionTooLargeException.*)"),
      "The system service did not answer the call (binder): SELinux refuses it from a root "
      "or app shell on some ROMs; run it from a plain `adb shell`, or reboot the phone."),
     ("permission_denied", re.compile(r".*(?:Security ?Exception.*|Permission denied.*|"
@@ -448,7 +451,8 @@ _FAILURES: tuple[tuple[FailureKind, re.Pattern[str], str], ...] = (
      "run `adb reconnect` (`adb start-server` for the server); on a phone that asks, accept "
      "the USB debugging prompt."),
     ("command_unsupported", re.compile(r"(?m).*(?:: not found|inaccessible or not found|"
-                                       r"Unknown command.*|Unknown option.*|"
+                                       r"(?i:unknown command|no such command|unknown "
+                                       r"option).*|"
                                        r"Can't find service.*|"
                                        r"service: .*(?:does not exist|not found).*|"
                                        r"No shell command implementation.*|"
