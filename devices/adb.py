@@ -28,6 +28,7 @@ import anyio
 import numpy as np
 
 from devices.adb_output import (
+    UNKNOWN_HINT,
     ShellFailure,
     Wakefulness,
     display_ids,
@@ -286,13 +287,11 @@ class AdbDevice:
         """Run one shell line; a non-zero exit is a DeviceError with its output."""
         res = self._dev.shell2(cmd, timeout=self.timeout_s, rstrip=True, v2=True)
         if res.returncode != 0:
-            output = res.output or ""
-            failure = shell_failure(output, res.returncode)
-            if failure is not None:  # the cause and its fix, not the last stack frames
-                raise DeviceError(f"`{cmd[:60]}` exited {res.returncode}: {failure.line} "
-                                  f"[{failure.kind}] {failure.hint}", failure)
-            out = output.strip().splitlines()
-            raise DeviceError(f"`{cmd[:60]}` exited {res.returncode}: {' / '.join(out[-3:])[:300]}")
+            # Never None on a non-zero exit: a kind not known here is "unknown", with its line.
+            failure = shell_failure(res.output or "", res.returncode) \
+                or ShellFailure("unknown", UNKNOWN_HINT, f"exit {res.returncode}")
+            raise DeviceError(f"`{cmd[:60]}` exited {res.returncode}: {failure.line} "
+                              f"[{failure.kind}] {failure.hint}", failure)
         return str(res.output)
 
     async def shell(self, cmd: str) -> str:

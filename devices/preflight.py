@@ -309,11 +309,10 @@ def input_check(res: ShellResult | None) -> Check:
     failure = shell_failure(res.output, res.exit_code)
     if failure is not None and failure.kind == "command_unsupported":
         return Check(name="input", ok=None, value="unknown")
-    if failure is not None:
+    if failure is not None and failure.kind != "unknown":
         return Check(name="input", ok=False, value=failure.line, fix=failure.hint)
-    if res.exit_code != 0:
-        last = (res.output.strip().splitlines() or [f"exit {res.exit_code}"])[-1][:200]
-        return Check(name="input", ok=False, value=last,
+    if failure is not None:  # refused, for a reason not known here: input's own fix
+        return Check(name="input", ok=False, value=failure.line,
                      fix="`adb shell input` is refused: check the vendor's developer options "
                          "(Xiaomi: USB debugging (Security settings))")
     return Check(name="input", ok=True, value="allowed")

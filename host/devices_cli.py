@@ -68,7 +68,8 @@ def install_problem(output: str, exit_code: int, by_hand: str = "adb install -r 
         if code in output:
             return f"{line} — {fix}"
     failure = shell_failure(output, exit_code)
-    fix = failure.hint if failure else f"install it by hand (`{by_hand}`) and read what adb says"
+    fix = failure.hint if failure and failure.kind != "unknown" \
+        else f"install it by hand (`{by_hand}`) and read what adb says"
     return f"{line} — {fix}"
 
 
@@ -90,7 +91,8 @@ async def setup_phone(device: AdbDevice, apk: Path, say: Callable[[str], None]) 
     failure = shell_failure(res.output, res.exit_code)
     if failure is not None or res.exit_code != 0:
         why = failure.line if failure else res.output.strip()[:200]
-        fix = failure.hint if failure else f"run `adb -s {serial} shell ime enable {ADB_KEYBOARD}`"
+        fix = failure.hint if failure and failure.kind != "unknown" \
+            else f"run `adb -s {serial} shell ime enable {ADB_KEYBOARD}`"
         raise SetupError(f"{serial}: `ime enable` failed: {why} — {fix}")
     listed = await device.shell_result("ime list -s")
     if ADB_KEYBOARD not in input_methods(listed.output):

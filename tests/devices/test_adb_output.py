@@ -76,3 +76,64 @@ def test_display_ids_keep_every_digit() -> None:
 def test_a_quiet_output_is_no_failure() -> None:
     assert adb_output.shell_failure("", 0) is None
     assert adb_output.shell_failure("Events injected: 1\n", 0) is None
+
+
+# ---- outputs quoted by other tools, and failures of no known kind -------------------------
+
+# How tools quote adb's output (each seen in the corpus's sources): a Markdown quote, Appium's
+# [debug] [ADB] tags, Python logging, a timestamped log, logcat's threadtime header, CRLF,
+# ANSI colours, and a log that printed the string's repr (escaped newlines).
+QUOTINGS = {
+    "markdown": lambda text: "\n".join("> " + line for line in text.split("\n")),
+    "appium": lambda text: "\n".join("[debug] [ADB] " + line for line in text.split("\n")),
+    "python-logging": lambda text: "\n".join("DEBUG:adbutils:" + line for line in text.split("\n")),
+    "timestamped": lambda text: "\n".join(f"2024-05-01 10:00:{i % 60:02d},123 INFO Main - {line}"
+                                          for i, line in enumerate(text.split("\n"))),
+    "logcat": lambda text: "\n".join("05-01 10:00:00.123  1234  1234 I adb     : " + line
+                                     for line in text.split("\n")),
+    "crlf": lambda text: text.replace("\n", "\r\n"),
+    "ansi": lambda text: "\n".join(f"\x1b[32m{line}\x1b[0m" for line in text.split("\n")),
+    "repr": lambda text: text.replace("\n", "\\n").replace("\t", "\\t"),
+}
+TEXT_CASES = [c for c in CASES if c["function"] != "png_payload" and "\\" not in c["text"]]
+
+
+@pytest.mark.parametrize("quoting", sorted(QUOTINGS))
+def test_a_quoted_output_reads_as_the_phone_printed_it(quoting: str) -> None:
+    """Every real output of the corpus, quoted as another tool quotes it, reads the same."""
+    quote = QUOTINGS[quoting]
+    changed = [c["id"] for c in TEXT_CASES
+               if read({**c, "text": quote(c["text"])}) != read(c)]
+    assert changed == []
+
+
+def test_printed_leaves_what_the_phone_printed_alone() -> None:
+    by_id = {c["id"]: c for c in CASES}
+    for name in ("window-a13-window-blocks-no-focus-line", "power-full-awake", "resolve-activity-full",
+                 "activities-resumed-old-watch", "trust-device-locked", "input-xiaomi-a10-inject-events",
+                 "input-help-unknown-command-usage"):
+        assert adb_output.printed(by_id[name]["text"]) == by_id[name]["text"], name
+    listing = "[ro.product.model]: [Pixel 8]\n[ro.build.version.sdk]: [34]\n"
+    assert adb_output.printed(listing) == listing
+
+
+@pytest.mark.parametrize("case", TEXT_CASES, ids=[c["id"] for c in TEXT_CASES])
+def test_a_failed_command_is_a_failure_with_its_text(case: dict[str, Any]) -> None:
+    """Whatever a failed command printed (here: every real output of the corpus, as if its
+    command had exited 1), it comes back as a failure whose line is from that text."""
+    got = adb_output.shell_failure(case["text"], 1)
+    assert got is not None and got.hint.endswith(".") and len(got.line) <= 300
+    assert got.line in adb_output.printed(case["text"]) or got.line == "exit 1 with no output"
+    assert not got.line.startswith("at ")
+
+
+def test_an_unknown_failure_is_kind_unknown_with_its_line() -> None:
+    by_id = {c["id"]: c for c in CASES}
+    got = adb_output.shell_failure(by_id["am-startservice-not-found"]["text"], 0)
+    assert got is not None and got.kind == "unknown"
+    assert got.line == "Error: Not found; no service started."
+    got = adb_output.shell_failure(by_id["pm-grant-unknown-permission-a12"]["text"], 255)
+    assert got is not None and got.kind == "unknown"
+    assert got.line.startswith("java.lang.IllegalArgumentException: Unknown permission")
+    assert adb_output.shell_failure("", 137) == adb_output.ShellFailure(
+        "unknown", adb_output.UNKNOWN_HINT, "exit 137 with no output")
