@@ -337,7 +337,7 @@ def png_payload(data: bytes) -> bytes:
 
 # ---- keyboards and launching ---------------------------------------------------------
 
-_IME_ID = re.compile(rf"{_PACKAGE}/[\w.$]+")
+_IME_ID = re.compile(rf"(?<![\w.$]){_PACKAGE}/[\w.$]+")  # from a word's start: linear
 
 
 @_as_printed
@@ -401,62 +401,65 @@ class ShellFailure:
 UNKNOWN_HINT = ("The phone reported a failure of a kind not known here: read its line, and "
                 "run the command by hand with `adb shell` to see all it prints.")
 
+
+def _line_with(alternatives: str, flags: int = 0) -> re.Pattern[str]:
+    """The first line that holds one of ``alternatives``; anchored at line starts, so a
+    search is linear in the output (an unanchored ``.*X.*`` is quadratic on a long line)."""
+    return re.compile(rf"^[^\n]*?(?:{alternatives})[^\n]*", re.M | flags)
+
+
 # First match wins: the vendor permissions before the generic denial; what the phone
 # said before adb's own transport errors (a second phone's "still authorizing" beside an
 # answer); what an old Android lacks last.
 _FAILURES: tuple[tuple[FailureKind, re.Pattern[str], str], ...] = (
-    ("inject_events_permission", re.compile(r".*INJECT_EVENTS permission.*"),
+    ("inject_events_permission", _line_with(r"INJECT_EVENTS permission"),
      "The phone refuses injected input: on Xiaomi/Redmi/POCO turn on Developer options > "
      "USB debugging (Security settings), then reconnect; on vivo turn on "
      "'USB simulate click' (USB模拟点击)."),
     ("secure_settings_permission",
-     re.compile(r".*(?:does not have|requires:?|denial.*)\s*android\.permission\."
-                r"WRITE_SECURE_SETTINGS.*", re.I),
+     _line_with(r"(?:does not have|requires:?|denial[^\n]{0,120}?)\s*android\.permission\."
+                r"WRITE_SECURE_SETTINGS", re.I),
      "The phone refuses secure settings (ime set, settings put): on OPPO/OnePlus/realme "
      "(ColorOS) turn on Developer options > Disable permission monitoring; on Xiaomi turn "
      "on USB debugging (Security settings)."),
-    ("ime_unavailable", re.compile(r".*(?:Unknown input method .*|Unknown id: .*"
-                                   r"|cannot be selected for user.*)"),
+    ("ime_unavailable", _line_with(r"Unknown input method |Unknown id: |"
+                                   r"cannot be selected for user"),
      "The keyboard is not installed or not enabled: run `mobagent devices setup --ime-apk "
      "ADBKeyboard.apk`, or `adb shell ime enable com.android.adbkeyboard/.AdbIME`."),
-    ("no_physical_keys", re.compile(r".*SYS_KEYS has no physical keys.*"),
+    ("no_physical_keys", _line_with(r"SYS_KEYS has no physical keys"),
      "monkey needs --pct-syskeys 0 on a phone without hardware keys."),
-    ("no_launchable_activity", re.compile(r".*(?:No activities found to run|"
-                                          r"No activity found|Unknown package:|"
-                                          r"Package \S+ is not installed).*"),
+    ("no_launchable_activity", _line_with(r"No activities found to run|No activity found|"
+                                          r"Unknown package:|Package \S+ is not installed"),
      "The app is not installed, or has no launcher activity: check the package name "
      "with `adb shell pm list packages`."),
-    ("activity_not_found", re.compile(r".*(?:Error: Activity not started.*|"
-                                      r"Error: Activity class .* does not exist.*|"
-                                      r"Error type 3.*)"),
+    ("activity_not_found", _line_with(r"Error: Activity not started|"
+                                      r"Error: Activity class \S+ does not exist|Error type 3"),
      "The activity could not be started: check the component with `adb shell cmd package "
      "resolve-activity --brief PACKAGE`."),
-    ("binder_failure", re.compile(r".*(?:Failure calling service.*|Failed transaction.*|"
-                                  r"FAILED_TRANSACTION.*|DeadObjectException.*|"
-                                  r"TransactionTooLargeException.*)"),
+    ("binder_failure", _line_with(r"Failure calling service|Failed transaction|"
+                                  r"FAILED_TRANSACTION|DeadObjectException|"
+                                  r"TransactionTooLargeException"),
      "The system service did not answer the call (binder): SELinux refuses it from a root "
      "or app shell on some ROMs; run it from a plain `adb shell`, or reboot the phone."),
-    ("permission_denied", re.compile(r".*(?:Security ?Exception.*|Permission denied.*|"
-                                     r"Permission Denial.*|avc:\s+denied.*|"
-                                     r"Operation not permitted.*)", re.I),
+    ("permission_denied", _line_with(r"Security ?Exception|Permission denied|Permission Denial|"
+                                     r"avc:\s+denied|Operation not permitted", re.I),
      "The shell user may not do this on this phone: check the vendor's developer options "
      "(Xiaomi: USB debugging (Security settings); OPPO: Disable permission monitoring)."),
     # (no word boundary before "device": the server's FAIL frame glues its length to it)
-    ("device_offline", re.compile(r"(?m)^.*?(?:device (?:offline|unauthorized|still "
-                                  r"authorizing|'[^']*' not found|not found)|\bno devices(?:/"
-                                  r"emulators)? found)\b.*|^.*\berror: (?:closed|protocol "
-                                  r"fault)\b.*|^.*\b(?:cannot|could not|failed to) connect to "
-                                  r"(?:daemon|TCP port|'?[\w.-]+:\d+).*"),
+    ("device_offline", _line_with(r"device (?:offline|unauthorized|still authorizing|"
+                                  r"'[^']*' not found|not found)\b|"
+                                  r"\bno devices(?:/emulators)? found|"
+                                  r"\berror: (?:closed|protocol fault)\b|"
+                                  r"\b(?:cannot|could not|failed to) connect to "
+                                  r"(?:daemon|TCP port|'?[\w.-]+:\d+)"),
      "adb lost the phone or its server (offline, closed, not found, refused): replug it or "
      "run `adb reconnect` (`adb start-server` for the server); on a phone that asks, accept "
      "the USB debugging prompt."),
-    ("command_unsupported", re.compile(r"(?m).*(?:: not found|inaccessible or not found|"
-                                       r"(?i:unknown command|no such command|unknown "
-                                       r"option).*|"
-                                       r"Can't find service.*|"
-                                       r"service: .*(?:does not exist|not found).*|"
-                                       r"No shell command implementation.*|"
-                                       r"^\s*[Uu]sage: \w.*)"),
+    ("command_unsupported", _line_with(r": not found|inaccessible or not found|"
+                                       r"(?i:unknown command|no such command|unknown option)|"
+                                       r"Can't find service|"
+                                       r"service: [^\n]{0,200}?(?:does not exist|not found)|"
+                                       r"No shell command implementation|^\s*[Uu]sage: \w"),
      "This Android version lacks the command: update the phone, or use the fallback."),
 )
 
@@ -499,6 +502,6 @@ def _last_line(output: str, exit_code: int | None) -> str:
 def _clean(line: str) -> str:
     """The failure's line, without the ``java.lang.`` and ``Exception occurred while
     executing`` preambles, at most 300 characters."""
-    line = re.sub(r"^.*?(java\.lang\.)?(?=\w*(SecurityException|Error))", "", line.strip(),
-                  count=1)  # one cut: a second, empty-adjacent match would eat a letter
+    line = re.sub(r"^.*?(java\.lang\.)?(?=\w*(SecurityException|Error))", "",
+                  line.strip()[:1000], count=1)  # one cut: a second would eat a letter
     return line[:300]
