@@ -89,7 +89,8 @@ def _unquote_line(line: str) -> str:
 def printed(text: str) -> str:
     """The text as the phone printed it, from a copy another tool made: escaped newlines
     (a log that printed the string's repr) made real, CRLF and CR made LF, ANSI colours
-    and each line's quoting prefix removed. Text the phone printed itself is unchanged."""
+    and each line's quoting prefix removed. What the phone printed itself passes through
+    (but a ``[Tag]`` at a line's start, which is read as a log's tag)."""
     if "\\n" in text and text.count("\\n") > text.count("\n"):
         text = _ESCAPED.sub(lambda m: _UNESCAPE[m.group(0)], text)
     text = _ANSI.sub("", text.replace("\r\n", "\n").replace("\r", "\n"))
