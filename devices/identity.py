@@ -23,6 +23,11 @@ from collections import Counter
 from collections.abc import Iterable
 
 import msgspec
+import structlog
+
+from devices.adb import AdbDevice, DeviceError
+
+log = structlog.get_logger(__name__)
 
 # One shell line for both facts, so both transports are asked the same way, at once.
 IDENTITY_COMMAND = "getprop ro.serialno; cat /proc/sys/kernel/random/boot_id"
@@ -58,6 +63,16 @@ def read_identity(text: str) -> PhoneIdentity:
     serialno = lines[0] if lines else ""
     boot_id = next((line.lower() for line in lines[1:] if _BOOT_ID.match(line.lower())), "")
     return PhoneIdentity(serialno=serialno, boot_id=boot_id)
+
+
+async def phone_identity(device: AdbDevice) -> PhoneIdentity:
+    """The phone's identity through adb; empty where adb could not ask (never a duplicate).
+    A boot id the shell may not read leaves a ``cat:`` error in its place: no boot id."""
+    try:
+        return read_identity((await device.shell_result(IDENTITY_COMMAND)).output)
+    except DeviceError as exc:
+        log.info("identity_unread", device=device.serial, error=str(exc))
+        return PhoneIdentity()
 
 
 def shared_serials(serials: Iterable[str]) -> list[str]:

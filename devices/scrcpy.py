@@ -91,7 +91,6 @@ def server_jar(path: str = "") -> Path:
 class Frame:
     rgb: np.ndarray  # H x W x 3 at the video's size
     decoded_at: float  # time.monotonic() when it was decoded
-    index: int
 
 
 class Frames:
@@ -104,8 +103,7 @@ class Frames:
 
     def put(self, rgb: np.ndarray) -> None:
         with self._cond:
-            index = self._latest.index + 1 if self._latest else 0
-            self._latest = Frame(rgb, time.monotonic(), index)
+            self._latest = Frame(rgb, time.monotonic())
             self._cond.notify_all()
 
     def close(self, why: str) -> None:

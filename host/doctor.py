@@ -19,15 +19,9 @@ from typing import Any
 import anyio
 import msgspec
 
-from devices.adb import AdbDevice, DeviceError
+from devices.adb import AdbDevice
 from devices.discovery import ABSENT, AdbDevices, DeviceSourceError
-from devices.identity import (
-    IDENTITY_COMMAND,
-    SHARED_SERIAL_FIX,
-    PhoneIdentity,
-    read_identity,
-    shared_serials,
-)
+from devices.identity import SHARED_SERIAL_FIX, PhoneIdentity, phone_identity, shared_serials
 from devices.preflight import Check, Preflight, preflight, ready_phone
 from host.fleet import FleetHostConfig
 from runtime.cli import EXIT_FAIL, EXIT_OK, prepare, run_until_signalled
@@ -40,9 +34,11 @@ NO_PHONES = ("adb lists no phones: plug one in with a data cable, turn on Develo
 
 
 async def diagnose(source: AdbDevices, serials: list[str], *, need_keyboard: bool,
-                   wake: bool = False) -> list[Preflight]:
-    """Each listed phone's preflight (``serials``: only these, listed or not), at once."""
-    listing = await source.present()
+                   wake: bool = False, listing: dict[str, str] | None = None) \
+        -> list[Preflight]:
+    """Each listed phone's preflight (``serials``: only these, listed or not), at once;
+    ``listing``: adb's, when the caller has it already."""
+    listing = await source.present() if listing is None else listing
     wanted = serials or sorted(listing)
     found: dict[str, Preflight] = {}
 
@@ -82,14 +78,17 @@ def _grid(reports: list[Preflight], names: list[str], width: int) -> list[str] |
     marks = [max(map(len, column(i, False))) for i in range(len(names))]
     room = width - max(map(len, serials)) - 2 * len(names)
     whole = [True] * len(names)
+
+    def used() -> int:
+        return sum(full[j] if whole[j] else marks[j] for j in range(len(names)))
+
     for i in sorted(range(len(names)), key=lambda i: -full[i]):
-        if sum(full[j] if whole[j] else marks[j] for j in range(len(names))) <= room:
+        if used() <= room:
             break
         whole[i] = False
     for i in sorted((i for i in range(len(names)) if not whole[i]), key=lambda i: full[i]):
-        used = sum(full[j] if whole[j] else marks[j] for j in range(len(names)))
-        whole[i] = used - marks[i] + full[i] <= room
-    if sum(full[j] if whole[j] else marks[j] for j in range(len(names))) > room:
+        whole[i] = used() - marks[i] + full[i] <= room
+    if used() > room:
         return None
     cols = [serials, *(column(i, whole[i]) for i in range(len(names)))]
     widths = [max(map(len, c)) for c in cols]
@@ -129,11 +128,8 @@ async def identities(source: AdbDevices, serials: list[str]) -> dict[str, PhoneI
     found: dict[str, PhoneIdentity] = {}
 
     async def one(serial: str) -> None:
-        dev = AdbDevice(serial, client=source.client(), timeout_s=source.timeout_s)
-        try:
-            found[serial] = read_identity((await dev.shell_result(IDENTITY_COMMAND)).output)
-        except DeviceError:
-            found[serial] = PhoneIdentity()
+        found[serial] = await phone_identity(
+            AdbDevice(serial, client=source.client(), timeout_s=source.timeout_s))
 
     async with anyio.create_task_group() as tg:
         for serial in serials:
@@ -152,8 +148,8 @@ def identity_warnings(listed: list[str], found: dict[str, PhoneIdentity]) -> lis
         if ident.serialno:
             by_serialno.setdefault(ident.serialno, []).append(serial)
     for serialno, serials in by_serialno.items():
-        boots = {found[s].boot_id for s in serials}
-        if len(serials) > 1 and (len(boots) > 1 or "" in boots):
+        ids = [found[s] for s in serials]
+        if any(a.shares_serial(b) for i, a in enumerate(ids) for b in ids[i + 1:]):
             said.append(f"{', '.join(serials)} report the same ro.serialno {serialno} from "
                         "different boots: separate phones, both driven; the serial is a shared "
                         "factory one, so name them by their adb serials, not by ro.serialno")
@@ -175,9 +171,10 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
     async def run() -> int:
         try:
+            rows = await source.rows()  # once: the preflights and the shared serials
             result.append(await diagnose(source, list(args.serial or []), need_keyboard=need,
-                                         wake=args.wake))
-            listed = [serial for serial, _ in await source.rows()]
+                                         wake=args.wake, listing=dict(rows)))
+            listed = [serial for serial, _ in rows]
             usable = [r.serial for r in result[0] if (c := r.check("adb")) and c.ok]
             warnings.extend(identity_warnings(listed, await identities(source, usable)))
         except DeviceSourceError as exc:

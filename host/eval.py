@@ -7,8 +7,9 @@ grounding), the actuator through the adb server, the reflector, and the recorder
 The phones are simulated (``sim.fleet.SimFleet``, one fleet of N phones per seed, since a
 phone's seed is fixed at boot); phone i of N takes tasks i, i+N, ..., so N episodes run at
 once on one host with one shared perception pool. The phones keep spinners and toasts on
-a step clock (``sim/phone/clock.py``): the same seed, planner and N take the same steps. The planner is the
-oracle (``host/oracle.py``, benchmark stand-in) unless the caller passes another.
+a step clock (``sim/phone/clock.py``): the same seed, planner and N take the same steps.
+The planner is the oracle (``host/oracle.py``, benchmark stand-in) unless the caller
+passes another.
 
 Scoring (definitions in ``sim/eval/metrics.py``). SU is the task's ``is_successful`` on the
 phone's own state after the episode. The steps are read back from the recorder's
@@ -231,7 +232,6 @@ async def _run_seed(
     # it has seen, so a shared queue (first free phone takes the next task) would make
     # the steps depend on which phone was free first.
     shares = {serial: queue[i::len(fleet.serials)] for i, serial in enumerate(fleet.serials)}
-    queue.clear()
 
     async def worker(serial: str) -> None:
         for task in shares[serial]:

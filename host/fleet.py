@@ -64,12 +64,7 @@ from devices.discovery import (
     WifiConnector,
     is_network_serial,
 )
-from devices.identity import (
-    IDENTITY_COMMAND,
-    SHARED_SERIAL_FIX,
-    PhoneIdentity,
-    read_identity,
-)
+from devices.identity import SHARED_SERIAL_FIX, PhoneIdentity, phone_identity
 from devices.preflight import Preflight, adb_check, preflight, ready_phone
 from host.host_runtime import VERSION, HostRuntime, InstructionGate, instruction_problem
 from protocol.messages import (
@@ -730,15 +725,8 @@ class FleetManager(Actor):
 
     async def _read_identity(self, serial: str) -> PhoneIdentity:
         """The phone's ``ro.serialno`` and boot id (empty when unread: never a duplicate)."""
-        dev = self.adb_client().device(serial)
-        try:
-            with anyio.fail_after(self.config.adb_timeout_s):
-                out = await anyio.to_thread.run_sync(
-                    lambda: dev.shell(IDENTITY_COMMAND), abandon_on_cancel=True)
-            return read_identity(str(out))
-        except Exception as exc:
-            log.info("fleet_identity_unread", error=f"{type(exc).__name__}: {exc}")
-            return PhoneIdentity()
+        return await phone_identity(AdbDevice(serial, client=self.adb_client(),
+                                              timeout_s=self.config.adb_timeout_s))
 
     async def _go_offline(self, slot: DeviceSlot, detail: str,
                           state: DeviceState = "offline") -> None:
