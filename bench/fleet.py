@@ -50,9 +50,9 @@ the image, the reply's ``Tap (x, y)`` parsed, a tap, a StepTiming event.
 
 ``--capture png,raw,auto`` runs each N once per screenshot path (devices/adb.py; default
 ``png`` alone), side by side; with ``--capture-cost usb2`` the simulated phones charge a
-real phone's screenshot cost (sim/capture.py: the phone's PNG or raw encode per pixel, and
-one USB 2.0 hub's bandwidth shared by all of them, so their phones run in one process and
-the flat screencap delay is off). A table then gives per path and N the capture time
+real phone's own cost (sim/device_cost.py: the phone's PNG or raw encode per pixel,
+``input``'s process start, and one USB 2.0 hub's bandwidth shared by all of them, so their
+phones run in one process and the flat screencap and input delays are off). A table then gives per path and N the capture time
 (p50, p95: the agent's screenshot call, adb included), steps/s, and for ``auto`` how often
 both paths were timed (``--remeasure-every``, 200 as in the agent) and which the phones
 took at the end.
@@ -445,16 +445,13 @@ async def start_fleet(tg: TaskGroup, hbus: Bus, cbus: Bus, worker: Any, serials:
 
 
 def sim_latency(args: argparse.Namespace) -> Any:
-    """The simulated phones' latency: the realistic profile, or with ``--capture-cost usb2``
-    its input delays and the capture-cost model (one hub for this run's phones) instead of
-    the flat screencap delay."""
-    from sim.capture import CaptureCost
+    """The simulated phones' latency: the realistic profile's flat delays, or with
+    ``--capture-cost usb2`` its device-cost model (one hub for this run's phones)."""
     from sim.phone_api import LatencyProfile
 
     profile = LatencyProfile.named("realistic")
-    if args.capture_cost == "usb2":
-        profile.screencap_s = 0.0
-        profile.capture = CaptureCost.usb2()
+    if args.capture_cost != "usb2":
+        profile.cost = None
     return profile
 
 
@@ -464,8 +461,7 @@ async def start_sim_procs(n: int, args: argparse.Namespace, adb_port: int,
     rendering must not hold this process's GIL. Returns their serials."""
     k = 1 if args.capture_cost == "usb2" else min(args.sim_procs, n)  # one hub: one process
     env = {**os.environ, "ANDROID_ADB_SERVER_PORT": str(adb_port), "ADB_EMU": "0"}
-    cost = ["--capture-cost", "usb2", "--screencap-ms", "0"] if args.capture_cost == "usb2" \
-        else []
+    cost = ["--capture-cost", args.capture_cost]
     serials: list[str] = []
     for i in range(k):
         count = n // k + (1 if i < n % k else 0)
@@ -838,8 +834,9 @@ def main(argv: list[str] | None = None) -> int:
                         "(default), raw or auto; several, comma-separated, run side by side "
                         "at each N (swipes workload)")
     p.add_argument("--capture-cost", choices=("off", "usb2"), default="off",
-                   help="the simulated phones charge a real phone's screenshot cost "
-                        "(sim/capture.py: encode per pixel, one USB 2.0 hub shared)")
+                   help="the simulated phones charge a real phone's own cost "
+                        "(sim/device_cost.py: encode per pixel, input's process start, one "
+                        "USB 2.0 hub shared)")
     p.add_argument("--remeasure-every", type=int, default=REMEASURE_EVERY,
                    help=f"auto capture: time both paths again every this many frames "
                         f"(default {REMEASURE_EVERY}, as the agent)")

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from runtime.cli import whole_number
-from sim.capture import USB2_BYTES_PER_S, CaptureCost, UsbHub
+from sim.device_cost import USB2_BYTES_PER_S, DeviceCost, UsbHub
 from sim.fleet import FleetError, PhoneFactory, SimFleet, adb_server_port
 from sim.phone_api import IME_WARMUP_S, DeviceState, Faults, LatencyProfile
 from sim.profiles import PROFILES
@@ -59,8 +59,13 @@ def latency_from_args(args: argparse.Namespace) -> LatencyProfile:
         profile.screencap_s = args.screencap_ms / 1000
     if args.input_ms is not None:
         profile.input_s = args.input_ms / 1000
-    if args.capture_cost == "usb2":  # one hub: the phones of the fleet share it
-        profile.capture = CaptureCost.usb2(UsbHub(args.usb_bytes_per_s))
+    # one hub: the phones of the fleet share it
+    if args.capture_cost == "off":
+        profile.cost = None
+    elif args.capture_cost == "usb2":
+        profile.cost = DeviceCost.usb2(UsbHub(args.usb_bytes_per_s))
+    elif profile.cost is not None:  # the profile's own model (realistic's), on this hub
+        profile.cost.hub = UsbHub(args.usb_bytes_per_s)
     return profile
 
 
@@ -90,7 +95,8 @@ def register(subparsers: Any) -> None:
                    help="perturbation seed; 0 is the canonical layout (default 0)")
     p.add_argument("--profile", choices=LATENCY_PROFILES, default="instant",
                    help="latency profile, how slow each command is (default instant; "
-                        "realistic: screencap 250 ms, input 50 ms); which phone it is: "
+                        "realistic: a real phone's costs, sim/device_cost.py); which "
+                        "phone it is: "
                         "--device-profile")
     p.add_argument("--screencap-ms", type=_millis, default=None,
                    help="override the profile's screencap delay")
@@ -121,10 +127,12 @@ def register(subparsers: Any) -> None:
                             "(xiaomi-hyperos refuses `input` without it)")
     phone.add_argument("--unauthorized", action="store_true",
                        help="adbd answers with AUTH: `adb devices` lists it unauthorized")
-    phone.add_argument("--capture-cost", choices=("off", "usb2"), default="off",
-                       help="charge a real phone's screenshot cost: PNG/raw encode time per "
-                            "pixel and one USB hub's bandwidth shared by the fleet "
-                            "(default off)")
+    phone.add_argument("--capture-cost", choices=("off", "usb2"), default=None,
+                       help="charge a real phone's own costs (sim/device_cost.py): PNG/raw "
+                            "encode per pixel, `input`'s process start, scrcpy's control "
+                            "injection, one USB hub's bandwidth shared by the fleet "
+                            "(default: the profile's; realistic has it, instant not; off: "
+                            "the profile's flat delays)")
     phone.add_argument("--usb-bytes-per-s", type=_bytes_per_s, default=USB2_BYTES_PER_S,
                        help=f"the hub's bandwidth with --capture-cost (default {USB2_BYTES_PER_S})")
     p.set_defaults(func=lambda args: run_fleet(args))

@@ -13,7 +13,7 @@ from typing import Literal, Protocol
 
 from PIL import Image
 
-from sim.capture import CaptureCost
+from sim.device_cost import DeviceCost
 from sim.profiles import SIM, DeviceProfile, profile_named
 
 IME_WARMUP_S = 0.4  # how long the real ADB Keyboard drops broadcasts after `ime set`
@@ -57,20 +57,27 @@ class DeviceState:
 
 @dataclass
 class LatencyProfile:
-    """Per-command delays applied by the ADB side; 'instant' is all zeros."""
+    """Per-command delays applied by the ADB side; 'instant' is all zeros.
+
+    With ``cost`` (a real phone's own costs, sim/device_cost.py) screencap and ``input``
+    are charged by it and their flat delays here are not; without it the flat ones apply.
+    'realistic' has both: the cost model on one USB 2 hub, and the flat delays for a
+    caller that turns the model off (``cost = None``)."""
 
     name: str = "instant"
     screencap_s: float = 0.0
     input_s: float = 0.0
     other_s: float = 0.0
-    capture: CaptureCost | None = None  # a real phone's encode and USB cost (sim/capture.py)
+    cost: DeviceCost | None = None
 
     @classmethod
     def named(cls, name: str) -> LatencyProfile:
         if name == "instant":
             return cls()
         if name == "realistic":
-            return cls(name="realistic", screencap_s=0.25, input_s=0.05, other_s=0.02)
+            # one hub per profile: SimFleet's phones copy the profile and share it
+            return cls(name="realistic", screencap_s=0.25, input_s=0.05, other_s=0.02,
+                       cost=DeviceCost.usb2())
         raise ValueError(f"unknown latency profile {name!r} (instant, realistic)")
 
 

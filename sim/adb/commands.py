@@ -131,7 +131,9 @@ def cmd_screencap(ctx: Ctx, args: list[str]) -> int:
             path = a
         i += 1
     phone = ctx.phone
-    _sleep(phone.latency.screencap_s)
+    cost = phone.latency.cost
+    if cost is None:  # the cost model charges the encode and the transfer below instead
+        _sleep(phone.latency.screencap_s)
     if phone.faults.refuse_screencap:
         ctx.err("Capturing failed.\n")
         return 1
@@ -146,11 +148,12 @@ def cmd_screencap(ctx: Ctx, args: list[str]) -> int:
         cut = max(16, len(data) // 3)
         data = data[:8] + bytes(rng.getrandbits(8) for _ in range(min(cut, 4096)))
     if path is None:
-        cost = phone.latency.capture
         if cost is not None:
-            cost.charge(phone.info.width * phone.info.height, len(data), png)
+            cost.charge_capture(phone.info.width * phone.info.height, len(data), png)
         ctx.out(data)
         return 0
+    if cost is not None:  # encoded on the phone; the file stays there (no transfer)
+        cost.charge_capture(phone.info.width * phone.info.height, 0, png)
     try:
         ctx.fs.write(path, data)
     except OSError:
@@ -269,7 +272,12 @@ def cmd_input(ctx: Ctx, args: list[str]) -> int:
         ctx.err(f"Error: Invalid arguments for command: {command}\n{INPUT_USAGE}")
         return 255
 
-    _sleep(phone.latency.input_s)
+    # `input` starts a process on the phone before anything is injected (sim/device_cost.py)
+    cost = phone.latency.cost
+    if cost is not None:
+        cost.charge_input()
+    else:
+        _sleep(phone.latency.input_s)
     refused = system.input_refused(phone, command) if command in INPUT_COMMANDS else None
     if refused is not None:
         ctx.err(refused)

@@ -8,8 +8,10 @@ arguments), CleanUp.java (the jar is unlinked at start), DesktopConnection.java 
 dummy byte, device meta), Streamer.java and video/SurfaceEncoder.java (the video stream),
 control/Controller.java (the control socket) and audio/AudioEncoder.java (no audio before
 Android 11). Taps, keys and text go through the same functions as ``input``
-(sim/adb/commands.py inject_*), so both paths act alike; only the JVM start of ``input``
-(its latency) is not charged, since the server is already running.
+(sim/adb/commands.py inject_*), so both paths act alike. With a device cost
+(sim/device_cost.py) an injection costs the small ``control_s`` of a running server, not
+``input``'s process start, and the stream's bytes cross the phone's USB hub; the encode is
+not charged (a phone's hardware encoder; the simulated one's x264 spends real CPU).
 """
 
 from __future__ import annotations
@@ -391,6 +393,9 @@ class ScrcpySession:
         frame, packets = await anyio.to_thread.run_sync(render_and_encode)
         data = b"".join(self._framed(p) for p in packets)
         if data:
+            cost = self.phone.latency.cost
+            if cost is not None:  # the cable is the phone's bottleneck, not the socket
+                await cost.charge_stream(len(data))
             await conn.stream.write(data)
         screen.packets += len(packets)
         screen.shown, screen.last_sent = frame, now
@@ -443,6 +448,10 @@ class ScrcpySession:
             await conn.stream.write(msg.encode())
 
     async def _in_thread(self, fn: Callable[[], None]) -> None:
+        """One injection (or app start) by the running server, off the event loop."""
+        cost = self.phone.latency.cost
+        if cost is not None:
+            await cost.charge_control()
         await anyio.to_thread.run_sync(fn, abandon_on_cancel=True)
 
     async def _inject_allowed(self) -> None:

@@ -106,12 +106,12 @@ async def test_screenshot_auto_falls_back_to_png(sim_phone: Callable[..., Connec
 async def test_auto_capture_measures_again_whichever_path_won(
     sim_phone: Callable[..., ConnectedPhone],
 ) -> None:
-    from sim.capture import CaptureCost
+    from sim.device_cost import DeviceCost
 
     cp = sim_phone(width=400, height=800, sdk=34)
     for slow, fast in (("raw", "png"), ("png", "raw")):
         # this phone's slow path costs 40 ms a frame more than the other
-        cp.phone.latency.capture = CaptureCost(**{f"{slow}_s_per_pixel": 1.25e-7})
+        cp.phone.latency.cost = DeviceCost(**{f"{slow}_s_per_pixel": 1.25e-7})
         dev = AdbDevice(cp.serial, capture="auto")
         dev.remeasure_every = 3
         assert dev.chosen is None

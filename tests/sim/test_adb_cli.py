@@ -140,10 +140,14 @@ def test_device_profile_and_state_options() -> None:
     state, faults = cli.state_from_args(args), cli.faults_from_args(args)
     assert state.locked and state.pin == "1234" and state.adb_keyboard == "disabled"
     assert faults.unauthorized and faults.ime_warmup_s == pytest.approx(0.4)
-    capture = cli.latency_from_args(args).capture
-    assert capture is not None and capture.hub is not None
+    cost = cli.latency_from_args(args).cost
+    assert cost is not None and cost.hub is not None
     defaults = _parser().parse_args(["sim"])
-    assert defaults.device_profile == ["sim"] and cli.latency_from_args(defaults).capture is None
+    assert defaults.device_profile == ["sim"] and cli.latency_from_args(defaults).cost is None
+    realistic = _parser().parse_args(["sim", "--profile", "realistic"])
+    assert cli.latency_from_args(realistic).cost is not None  # the profile's own model
+    off = _parser().parse_args(["sim", "--profile", "realistic", "--capture-cost", "off"])
+    assert cli.latency_from_args(off).cost is None  # the flat delays alone
     assert cli.state_from_args(defaults) == DeviceState()
     assert cli.faults_from_args(defaults) == Faults()
     with pytest.raises(SystemExit):
