@@ -262,6 +262,7 @@ class AdbDevice:
         self.remeasure_every = REMEASURE_EVERY
         self.measurements = 0  # auto: how often both paths were timed
         self.timings: dict[str, float | None] = {}  # auto: the last measurement per path
+        self.decode_cpu_s = 0.0  # thread CPU spent decoding PNG screenshots
 
     def __repr__(self) -> str:
         return f"AdbDevice({self.serial!r})"
@@ -336,7 +337,10 @@ class AdbDevice:
     def _screenshot_png(self) -> Screenshot:
         # past the warning some phones print before the image
         data = png_payload(self._exec_bytes("screencap -p" + self._display_flag()))
-        return Screenshot(decode_png(data), "png", png=data)
+        cpu = time.thread_time()
+        rgb = decode_png(data)
+        self.decode_cpu_s += time.thread_time() - cpu  # the host's part of a PNG screenshot
+        return Screenshot(rgb, "png", png=data)
 
     def _screenshot(self) -> Screenshot:
         if self.capture == "raw":

@@ -169,6 +169,10 @@ class ScrcpyStream:
         self._seq = 0
         self._threads: list[threading.Thread] = []
         self.dead: str | None = None
+        # the video reader's thread CPU spent decoding (H.264 and the RGB conversion), and
+        # the frames it decoded: what the stream costs the host (bench/transport.py)
+        self.decode_cpu_s = 0.0
+        self.frames_decoded = 0
 
     # ---- start and stop ----------------------------------------------------------------
 
@@ -257,6 +261,10 @@ class ScrcpyStream:
         # the next packet, and the stream sends none while the screen is still, so the last
         # frame of a change (the repeat, the finished page) would wait for the next change.
         codec.flags |= av.codec.context.Flags.low_delay
+        # One decoding thread per phone: a fleet gives the host one decoder a phone already,
+        # and slice threads would only contend with them (and hide their CPU from the
+        # reader's thread time, which decode_cpu_s counts).
+        codec.thread_count = 1
         config = b""
         sock = self._video
         assert sock is not None
@@ -269,8 +277,12 @@ class ScrcpyStream:
                     continue
                 packet = av.Packet(config + payload)
                 config = b""
-                for frame in codec.decode(packet):
-                    self.frames.put(frame.to_ndarray(format="rgb24"))
+                cpu = time.thread_time()
+                decoded = [f.to_ndarray(format="rgb24") for f in codec.decode(packet)]
+                self.decode_cpu_s += time.thread_time() - cpu
+                self.frames_decoded += len(decoded)
+                for rgb in decoded:
+                    self.frames.put(rgb)
         except Exception as exc:  # the socket closed or broke, or the stream is corrupt
             self.close(f"video: {type(exc).__name__}: {exc}")
 
