@@ -267,6 +267,10 @@ def main(argv: list[str] | None = None) -> int:
                    help=f"the wait between steps, the model's turn (default {THINK_S})")
     args = p.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
+    import structlog
+
+    # the devices' log lines (streams started, fallbacks) on stderr: stdout ends in the JSON
+    structlog.configure(logger_factory=structlog.PrintLoggerFactory(file=sys.stderr))
     adb_port = free_port()
     os.environ["ANDROID_ADB_SERVER_PORT"] = str(adb_port)
     os.environ.setdefault("ADB_EMU", "0")
