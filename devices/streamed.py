@@ -7,8 +7,9 @@ the control socket, text by the clipboard and a paste (no keyboard app). When th
 dies (the server killed, USB dropped, an encoder error, a vendor's refusal), the same call
 goes through adb at once, so no step is lost; an action is never sent twice: one that
 broke half-way through is an error, not redone. The stream is started again after a
-backoff (1 s doubling to 16 s), so a phone is back on it within 30 s. Everything else
-(shell lines, packages, the app in front) is adb's (``AdbDevice``).
+backoff (1 s doubling to 16 s), so a phone is back on it within 30 s. Starting an app and
+clearing a field go through adb but count as actions (the next frame is from after them).
+Everything else (shell lines, packages, the app in front) is adb's (``AdbDevice``).
 """
 
 from __future__ import annotations
@@ -73,7 +74,7 @@ class StreamedDevice:
         try:
             with anyio.fail_after(START_TIMEOUT_S):
                 await anyio.to_thread.run_sync(stream.start, abandon_on_cancel=True)
-                await anyio.to_thread.run_sync(lambda: stream.frames.after(t0, START_TIMEOUT_S),
+                await anyio.to_thread.run_sync(lambda: stream.frames.first_after(t0, START_TIMEOUT_S),
                                                abandon_on_cancel=True)  # the first frame
         except (ScrcpyError, TimeoutError) as exc:
             stream.close("start failed")
@@ -147,6 +148,19 @@ class StreamedDevice:
         if text:
             await self._act(lambda s, sc: s.paste(text), lambda: self.adb.type_text(text),
                             "type")
+
+    # Actions only adb can do: the next capture must still come from after them.
+    async def start_app(self, package: str) -> None:
+        try:
+            await self.adb.start_app(package)
+        finally:
+            self._last_action = time.monotonic()
+
+    async def clear_text(self) -> None:
+        try:
+            await self.adb.clear_text()
+        finally:
+            self._last_action = time.monotonic()
 
     async def close(self) -> None:
         if self.stream is not None:
