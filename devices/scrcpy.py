@@ -166,6 +166,23 @@ class Frames:
         assert frame is not None
         return frame
 
+    def newest(self, timeout_s: float) -> Frame:
+        """The newest frame once the screen is settled (the repeat, ``QUIET_S`` without a
+        frame, or ``SETTLE_CAP_S`` since it began to change): the screen now, when no action
+        came since the last look (a watcher's view between steps, costing no key frame)."""
+        def ready(now: float) -> tuple[bool, Frame | None, float]:
+            latest = self._latest
+            if latest is None:
+                return False, None, now + timeout_s
+            settled = (latest.repeat or now - latest.decoded_at >= QUIET_S
+                       or now - self._changed_at >= SETTLE_CAP_S)
+            return settled, latest, min(latest.decoded_at + QUIET_S,
+                                        self._changed_at + SETTLE_CAP_S)
+
+        frame = self._wait(ready, timeout_s)
+        assert frame is not None
+        return frame
+
     def settled_after(self, since: float, timeout_s: float,
                       unchanged_s: float | None) -> Frame | None:
         """The newest frame once the screen has changed after ``since`` and settled (the

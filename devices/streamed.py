@@ -46,6 +46,7 @@ class StreamedDevice:
         self.losses = 0
         self._screen: tuple[int, int] | None = None
         self._last_action = 0.0
+        self._looked_at = 0.0  # the last capture from the stream
         self._retry_at = 0.0
         self._backoff = Backoff(RETRY_FIRST_S, RETRY_MAX_S)
         self._lost = ""
@@ -93,9 +94,14 @@ class StreamedDevice:
         stream = await self._live()
         if stream is not None and self._screen is not None:
             since, screen = self._last_action, self._screen
+            # No action since the last look (a watcher's frame between episodes): the newest
+            # settled frame is the screen now. After one: the fresh-frame rule.
+            looked_since = self._looked_at > since
+            self._looked_at = time.monotonic()
             try:
                 frame = await anyio.to_thread.run_sync(
-                    lambda: stream.frame_after(since, self.adb.timeout_s),
+                    lambda: stream.frames.newest(self.adb.timeout_s) if looked_since
+                    else stream.frame_after(since, self.adb.timeout_s),
                     abandon_on_cancel=True)
                 rgb = frame.rgb
                 if (rgb.shape[1], rgb.shape[0]) != screen:  # the video is rounded to 8 px
