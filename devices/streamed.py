@@ -7,8 +7,9 @@ the control socket, text by the clipboard and a paste (no keyboard app). When th
 dies (the server killed, USB dropped, an encoder error, a vendor's refusal), the same call
 goes through adb at once, so no step is lost; an action is never sent twice: one that
 broke half-way through is an error, not redone. The stream is started again after a
-backoff (1 s doubling to 16 s), so a phone is back on it within 30 s. Everything else
-(shell lines, packages, the app in front) is adb's (``AdbDevice``).
+backoff (1 s doubling to 16 s), so a phone is back on it within 30 s. Starting an app and
+clearing a field go through adb but count as actions (the next frame is from after them).
+Everything else (shell lines, packages, the app in front) is adb's (``AdbDevice``).
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ class StreamedDevice:
         self.losses = 0
         self._screen: tuple[int, int] | None = None
         self._last_action = 0.0
+        self._looked_at = 0.0  # the last capture from the stream
         self._retry_at = 0.0
         self._backoff = Backoff(RETRY_FIRST_S, RETRY_MAX_S)
         self._lost = ""
@@ -73,7 +75,7 @@ class StreamedDevice:
         try:
             with anyio.fail_after(START_TIMEOUT_S):
                 await anyio.to_thread.run_sync(stream.start, abandon_on_cancel=True)
-                await anyio.to_thread.run_sync(lambda: stream.frames.after(t0, START_TIMEOUT_S),
+                await anyio.to_thread.run_sync(lambda: stream.frames.first_after(t0, START_TIMEOUT_S),
                                                abandon_on_cancel=True)  # the first frame
         except (ScrcpyError, TimeoutError) as exc:
             stream.close("start failed")
@@ -92,9 +94,14 @@ class StreamedDevice:
         stream = await self._live()
         if stream is not None and self._screen is not None:
             since, screen = self._last_action, self._screen
+            # No action since the last look (a watcher's frame between episodes): the newest
+            # settled frame is the screen now. After one: the fresh-frame rule.
+            looked_since = self._looked_at > since
+            self._looked_at = time.monotonic()
             try:
                 frame = await anyio.to_thread.run_sync(
-                    lambda: stream.frame_after(since, self.adb.timeout_s),
+                    lambda: stream.frames.newest(self.adb.timeout_s) if looked_since
+                    else stream.frame_after(since, self.adb.timeout_s),
                     abandon_on_cancel=True)
                 rgb = frame.rgb
                 if (rgb.shape[1], rgb.shape[0]) != screen:  # the video is rounded to 8 px
@@ -147,6 +154,19 @@ class StreamedDevice:
         if text:
             await self._act(lambda s, sc: s.paste(text), lambda: self.adb.type_text(text),
                             "type")
+
+    # Actions only adb can do: the next capture must still come from after them.
+    async def start_app(self, package: str) -> None:
+        try:
+            await self.adb.start_app(package)
+        finally:
+            self._last_action = time.monotonic()
+
+    async def clear_text(self) -> None:
+        try:
+            await self.adb.clear_text()
+        finally:
+            self._last_action = time.monotonic()
 
     async def close(self) -> None:
         if self.stream is not None:

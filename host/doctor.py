@@ -5,8 +5,10 @@ too), one column per check of ``devices/preflight.py`` (ok, FAIL or ? for unknow
 the value), then each failing check's fix. ``--json`` prints each phone's ``Preflight``
 with its ``ready`` and ``summary``. Nothing is changed on the phones (the one injected
 key is KEYCODE_UNKNOWN) unless ``--wake``: then a sleeping phone is woken and a lock
-screen without a PIN dismissed, as the fleet does before an episode. Exits 1 when a phone
-needs attention or adb lists none, 0 when all are ready.
+screen without a PIN dismissed, as the fleet does before an episode. Where
+``device.transport`` is not ``adb``, a ``stream`` column says whether the scrcpy server
+file is there and verified, whether the server starts, and how long its first frame took.
+Exits 1 when a phone needs attention or adb lists none, 0 when all are ready.
 """
 
 from __future__ import annotations
@@ -14,15 +16,18 @@ from __future__ import annotations
 import argparse
 import shutil
 import sys
+import time
 from typing import Any
 
 import anyio
 import msgspec
 
+from actors.config import DeviceSettings
 from devices.adb import AdbDevice
 from devices.discovery import ABSENT, AdbDevices, DeviceSourceError
 from devices.identity import SHARED_SERIAL_FIX, PhoneIdentity, phone_identity, shared_serials
 from devices.preflight import Check, Preflight, preflight, ready_phone
+from devices.scrcpy import ScrcpyError, ScrcpyStream, server_jar
 from host.fleet import FleetHostConfig
 from runtime.cli import EXIT_FAIL, EXIT_OK, prepare, run_until_signalled
 
@@ -57,11 +62,13 @@ async def diagnose(source: AdbDevices, serials: list[str], *, need_keyboard: boo
 
 
 def _cell(check: Check | None, whole: bool = True) -> str:
-    """A check's mark and value (cut at CELL_MAX), or its mark alone (``whole`` False)."""
+    """A check's mark and value (cut at CELL_MAX), or its mark alone (``whole`` False; an
+    unknown with nothing to do about it, too)."""
     if check is None:
         return "-"
     mark = MARKS[check.ok]
-    text = mark if check.ok is None or not whole else f"{mark} {check.value}".strip()
+    bare = not whole or (check.ok is None and not check.fix)
+    text = mark if bare else f"{mark} {check.value}".strip()
     return text if len(text) <= CELL_MAX else text[:CELL_MAX - 1] + "…"
 
 
@@ -120,7 +127,61 @@ def table(reports: list[Preflight], width: int = TABLE_WIDTH,
         lines.append(f"{r.serial}: {'ready' if r.ready else 'needs attention'}{took}")
         lines += [f"  done: {what}" for what in r.done]
         lines += [f"  {c.name}: {c.value} — {c.fix}" for c in r.attention]
+        lines += [f"  {c.name}: {c.value} (works without it) — {c.fix}"
+                  for c in r.checks if c.ok is None and c.fix]
     return "\n".join(lines)
+
+
+class DoctorConfig(FleetHostConfig):
+    """The fleet's sections and ``[device]`` (which transport the stream row checks)."""
+
+    device: DeviceSettings = msgspec.field(default_factory=DeviceSettings)
+
+
+STREAM_TIMEOUT_S = 15.0  # the server's start and its first frame
+
+
+async def stream_checks(source: AdbDevices, serials: list[str],
+                        settings: DeviceSettings) -> dict[str, Check]:
+    """Each phone's ``stream`` row: the scrcpy 3.3.4 server file found and verified, the
+    server started, and its first frame in N ms; none where ``device.transport`` is adb.
+    The phone works on adb without it, so a failure needs attention only where
+    ``device.transport`` is ``scrcpy`` (asked for by name); under ``auto`` it is said."""
+    if settings.transport == "adb":
+        return {}
+    needed: bool | None = False if settings.transport == "scrcpy" else None
+    try:
+        jar = server_jar(settings.scrcpy_server)
+    except ScrcpyError as exc:
+        why = Check(name="stream", ok=needed, value="adb: no scrcpy server file", fix=str(exc))
+        return dict.fromkeys(serials, why)
+    found: dict[str, Check] = {}
+
+    def start(serial: str) -> Check:
+        dev = AdbDevice(serial, client=source.client(), timeout_s=source.timeout_s)
+        stream = ScrcpyStream(dev.device, jar, timeout_s=source.timeout_s)
+        t0 = time.monotonic()
+        try:
+            stream.start()
+            stream.frames.first_after(t0, STREAM_TIMEOUT_S)
+            ms = (time.monotonic() - t0) * 1000
+            w, h = stream.video_size
+            return Check(name="stream", ok=True, value=f"first frame {ms:.0f} ms ({w}x{h})")
+        except ScrcpyError as exc:
+            return Check(name="stream", ok=needed, value="adb: the stream did not start",
+                         fix=f"{exc}; the phone is driven through adb (screencap and input)")
+        finally:
+            stream.close("doctor")
+
+    async def one(serial: str) -> None:
+        with anyio.fail_after(STREAM_TIMEOUT_S + source.timeout_s + 5):
+            found[serial] = await anyio.to_thread.run_sync(start, serial,
+                                                          abandon_on_cancel=True)
+
+    async with anyio.create_task_group() as tg:
+        for serial in serials:
+            tg.start_soon(one, serial)
+    return found
 
 
 async def identities(source: AdbDevices, serials: list[str]) -> dict[str, PhoneIdentity]:
@@ -162,7 +223,7 @@ def as_json(reports: list[Preflight]) -> bytes:
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
-    cfg = prepare(args, FleetHostConfig, quiet=True)
+    cfg = prepare(args, DoctorConfig, quiet=True)
     fleet = cfg.fleet
     source = AdbDevices(fleet.adb_host, fleet.adb_port, timeout_s=fleet.adb_timeout_s)
     need = fleet.need_keyboard if args.keyboard is None else args.keyboard
@@ -177,6 +238,9 @@ def cmd_doctor(args: argparse.Namespace) -> int:
             listed = [serial for serial, _ in rows]
             usable = [r.serial for r in result[0] if (c := r.check("adb")) and c.ok]
             warnings.extend(identity_warnings(listed, await identities(source, usable)))
+            streams = await stream_checks(source, usable, cfg.device)
+            result[0] = [msgspec.structs.replace(r, checks=[*r.checks, streams[r.serial]])
+                         if r.serial in streams else r for r in result[0]]
         except DeviceSourceError as exc:
             print(f"mobagent doctor: {exc}", file=sys.stderr)
             return EXIT_FAIL
@@ -201,8 +265,9 @@ def register(sub: Any) -> None:
         "doctor", help="check every phone adb lists: ready for the agent, or what to fix",
         description="One row per phone the adb server lists (unauthorized and offline ones "
                     "too), one column per check (adb state, Android, vendor, screen, displays, "
-                    "awake, lock screen, ADB Keyboard, home app, injected input), each ok or "
-                    "FAIL with its fix. Exit 1 when a phone needs attention.")
+                    "awake, lock screen, ADB Keyboard, home app, injected input, and the scrcpy "
+                    "stream unless device.transport=adb), each ok or FAIL with its fix. "
+                    "Exit 1 when a phone needs attention.")
     p.add_argument("--serial", action="append", metavar="SERIAL",
                    help="only this phone (repeatable)")
     p.add_argument("--json", action="store_true", help="print each phone's checks as JSON")

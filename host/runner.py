@@ -147,7 +147,7 @@ def device_for(settings: DeviceSettings, adb: AdbDevice) -> AdbDevice | Streamed
     try:
         jar = server_jar(settings.scrcpy_server)
     except ScrcpyError as exc:
-        if settings.transport == "scrcpy":
-            log.warning("scrcpy_unavailable", device=adb.serial, error=str(exc), using="adb")
+        say = log.warning if settings.transport == "scrcpy" else log.info
+        say("scrcpy_unavailable", device=adb.serial, error=str(exc), using="adb")
         return adb
     return StreamedDevice(adb, jar)

@@ -83,5 +83,5 @@ def test_run_with_the_llm_on_a_simulated_phone(adb_server: AdbServer, tmp_path: 
         assert res.returncode == 0, res.stderr[-3000:]
         assert srv.pending == 0
     assert "succeeded after 4 steps" in res.stdout
-    assert "task settings-1: success" in res.stdout
+    assert "task settings-1: success" in res.stdout, res.stdout
     assert "sk-x" not in res.stdout + res.stderr

@@ -102,6 +102,29 @@ async def test_an_unchanged_screen_does_not_hang_the_capture(
         await dev.close()
 
 
+async def test_a_look_with_no_action_since_takes_the_newest_frame_and_asks_for_none(
+        phone: tuple[Any, AdbDevice]) -> None:
+    sim_phone, adb = phone
+    dev = StreamedDevice(adb, server_jar())
+    try:
+        await dev.screenshot()
+        assert dev.stream is not None
+        sent: list[Any] = []
+        send = dev.stream.send
+        dev.stream.send = lambda *m, **kw: (sent.extend(m), send(*m, **kw))[1]  # type: ignore[method-assign]
+        await dev.tap(5, 5)  # nothing there: after an action the fresh-frame rule asks
+        await dev.screenshot()
+        asked = [type(m).__name__ for m in sent]
+        assert asked[-1] == "ResetVideo"
+        for _ in range(3):  # a watcher's frames between episodes
+            shot = await dev.screenshot()
+            assert dev.path == "stream" and _close_to_screencap(shot.rgb, adb) < 4
+        # no key frame asked for again: the stream already shows the screen
+        assert [type(m).__name__ for m in sent] == asked
+    finally:
+        await dev.close()
+
+
 async def test_a_killed_stream_falls_back_to_adb_in_the_same_call_and_comes_back(
         phone: tuple[Any, AdbDevice]) -> None:
     sim_phone, adb = phone

@@ -40,6 +40,32 @@ def test_doctor_shows_a_ready_simulated_phone(sim_phone: Callable[..., Connected
     assert report["ready"] is True and report["summary"] == "ready"
     assert {c["name"]: c["ok"] for c in report["checks"]}["awake"] is True
     assert {c["name"]: c["value"] for c in report["checks"]}["screen"].startswith("1080x2400, 420 dpi")
+    stream = {c["name"]: c for c in report["checks"]}["stream"]  # device.transport = auto
+    assert stream["ok"] is True and stream["value"].startswith("first frame ")
+    assert int(stream["value"].split()[2]) > 0
+
+
+@needs_adb
+def test_doctor_says_the_stream_is_off_and_why(sim_phone: Callable[..., ConnectedPhone],
+                                               capsys: pytest.CaptureFixture[str],
+                                               tmp_path: Path) -> None:
+    cp = sim_phone(serial="doc-s")
+    wrong = tmp_path / "scrcpy-server"
+    wrong.write_bytes(b"not the server")
+    # auto: the phone works on adb, so it is said, not failed
+    assert main(["--set", f"device.scrcpy_server={wrong}", "doctor", "--serial", cp.serial]) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[0].split()[-1] == "stream" and out.splitlines()[1].split()[-1] == "?"
+    assert "stream: adb: no scrcpy server file (works without it) — " in out
+    assert "is not the scrcpy 3.3.4 server" in out
+    # asked for by name: it needs attention
+    assert main(["--set", f"device.scrcpy_server={wrong}", "--set", "device.transport=scrcpy",
+                 "doctor", "--serial", cp.serial]) == 1
+    assert "needs attention" in capsys.readouterr().out
+    # adb: no stream row at all
+    assert main(["--set", "device.transport=adb", "doctor", "--json", "--serial", cp.serial]) == 0
+    (report,) = json.loads(capsys.readouterr().out)
+    assert "stream" not in {c["name"] for c in report["checks"]}
 
 
 @needs_adb
