@@ -147,7 +147,7 @@ def test_a_tap_through_adb_costs_input_s_and_through_scrcpy_milliseconds(
     stream = ScrcpyStream(device, server_jar(), timeout_s=10.0)
     stream.start()
     try:
-        stream.frames.after(0.0, 10.0)  # the first frame: the server runs
+        stream.frames.first_after(0.0, 10.0)  # the first frame: the server runs
         t = time.monotonic()
         stream.tap(x, y, (phone.info.width, phone.info.height))
         landed = _landed(phone, "launcher") - t
