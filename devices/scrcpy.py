@@ -370,7 +370,10 @@ class ScrcpyStream:
         them back, and ignores an event that names another video size)."""
         vw, vh = self.video_size
         sw, sh = screen
-        return wire.InjectTouchEvent(action, POINTER_ID, round(x * vw / sw), round(y * vh / sh),
+        # The server maps back with integer division (PositionMapper.map: x * screen / video,
+        # truncated): rounding up here lands on the very pixel while the video is at least
+        # the screen's size (it is the screen's, rounded up to 8 px, unless max_size cuts it).
+        return wire.InjectTouchEvent(action, POINTER_ID, -(-x * vw // sw), -(-y * vh // sh),
                                      vw, vh, 1.0 if action != ACTION_UP else 0.0)
 
     def tap(self, x: int, y: int, screen: tuple[int, int]) -> None:

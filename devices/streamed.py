@@ -64,11 +64,12 @@ CELL_PX, CHANGED_LEVEL, CHANGED_CELLS = 8, 24, 4
 
 @dataclass
 class _Unconfirmed:
-    """A stream action not yet known to have been read by the server."""
+    """Stream actions not yet known to have been read by the server (several when no
+    capture came between them: a type and its ENTER), settled together."""
 
-    what: str
-    redo: Callable[[], Awaitable[Any]]  # the same action through adb
-    before: Frame | None  # the stream's newest frame when it was sent
+    what: list[str]
+    redo: list[Callable[[], Awaitable[Any]]]  # the same actions through adb, in order
+    before: Frame | None  # the stream's newest frame when the first was sent
     stream: ScrcpyStream
 
 
@@ -124,14 +125,15 @@ class StreamedDevice:
             self._retry_at = time.monotonic() + self._backoff.next_delay()
             log.warning("scrcpy_stream_lost", reason=self._lost, using="adb",
                         retry_in_s=round(self._retry_at - time.monotonic(), 2))
-            pending, self._unconfirmed = self._unconfirmed, None
-            if pending is not None and pending.stream is dead:
-                try:
-                    await self._settle(pending, f"the stream died before it was read: "
-                                                f"{self._lost}")
-                except DeviceError as exc:  # adb's own failure: the next action shows it
-                    log.warning("scrcpy_action_redo_failed", action=pending.what,
-                                error=str(exc))
+        pending = self._unconfirmed
+        if pending is not None and pending.stream.dead:
+            self._unconfirmed = None
+            try:
+                await self._settle(pending, f"the stream died before it was read: "
+                                            f"{pending.stream.dead}")
+            except DeviceError:  # adb cannot reach the phone either (USB gone): kept, and
+                self._unconfirmed = pending  # settled by a later call; this one fails as adb's
+                raise
         if self.stream is not None or time.monotonic() < self._retry_at:
             return self.stream
         if self._screen is None:
@@ -204,16 +206,21 @@ class StreamedDevice:
         """The action on the stream; False: nothing went out, adb is to do it."""
         screen = self._screen
         assert screen is not None
-        pending = _Unconfirmed(what, through_adb, stream.frames.latest, stream)
+        prior = self._unconfirmed if self._unconfirmed is not None \
+            and self._unconfirmed.stream is stream else None
+        self._unconfirmed = None
+        pending = (_Unconfirmed([*prior.what, what], [*prior.redo, through_adb], prior.before,
+                                stream) if prior is not None
+                   else _Unconfirmed([what], [through_adb], stream.frames.latest, stream))
         try:
             with anyio.fail_after(self.adb.timeout_s * 2):
                 await anyio.to_thread.run_sync(lambda: through_stream(stream, screen),
                                                abandon_on_cancel=True)
         except ScrcpyActionBroken as exc:  # part of it went out
-            if lands_at_end:  # its last message never went: nothing happened on the phone
+            if lands_at_end and prior is None:  # its last message never went: it did not land
                 log.warning("scrcpy_action_broken", action=what, error=str(exc),
                             landed=False, using="adb")
-                self._count_redo()
+                self._count_redo(1)
                 await through_adb()
                 return True
             await self._settle(pending, f"it broke on the stream: {exc}")
@@ -244,17 +251,18 @@ class StreamedDevice:
             return
         self._input_refused = True
         self._unconfirmed = None
-        log.warning("scrcpy_input_refused", device=self.serial, action=pending.what,
+        await self._live()  # the loss counted, its restart (for the screen) scheduled
+        log.warning("scrcpy_input_refused", device=self.serial, action=pending.what[-1],
                     using="adb", fix='turn on "USB debugging (Security settings)"')
         self.actions["stream"] -= 1
         self.actions["adb"] += 1
         self.path = "adb"
-        await pending.redo()
+        await pending.redo[-1]()  # the first on this stream: nothing before it is pending
 
-    def _count_redo(self) -> None:
-        self.uncertain += 1
-        self.redone += 1
-        self.actions["adb"] += 1
+    def _count_redo(self, n: int) -> None:
+        self.uncertain += n
+        self.redone += n
+        self.actions["adb"] += n
         self.path = "adb"
 
     async def _settle(self, pending: _Unconfirmed, why: str) -> None:
@@ -264,14 +272,15 @@ class StreamedDevice:
         shot = await self.adb.screenshot()
         landed = pending.before is None or await anyio.to_thread.run_sync(
             screen_changed, pending.before.rgb, shot.rgb)
-        log.warning("scrcpy_action_uncertain", action=pending.what, why=why,
+        log.warning("scrcpy_action_uncertain", actions=pending.what, why=why,
                     landed=landed, using="adb" if not landed else "none",
                     known=pending.before is not None)
         if landed:
-            self.uncertain += 1
+            self.uncertain += len(pending.redo)
             return
-        self._count_redo()
-        await pending.redo()
+        self._count_redo(len(pending.redo))
+        for redo in pending.redo:
+            await redo()
 
     async def tap(self, x: int, y: int) -> None:
         await self._act(lambda s, sc: s.tap(x, y, sc), lambda: self.adb.tap(x, y), "tap",
