@@ -318,6 +318,12 @@ class DeviceAgent(Actor):
         self._cancel_reason = ""
         self.control.clear()
         self.busy = True
+        # Between episodes the phone was changed behind this device's back (the fleet's wake
+        # and unlock, a task's set-up): a streamed phone's first frame must come from after
+        # now, not be the last one it showed (devices/streamed.py).
+        expect_change = getattr(self.device, "expect_change", None)
+        if expect_change is not None:
+            expect_change()
         ids = Ids(self.serial, episode_id, instr.id)
         budget = instr.max_steps or self.settings.max_steps
         run = _Episode(self, instr, episode_id, budget, ids)

@@ -110,9 +110,9 @@ class FirstFrames:
         self.times: list[float] = []
         put = stream.frames.put
 
-        def recorded(rgb: np.ndarray) -> None:
+        def recorded(rgb: np.ndarray, key: bool = False) -> None:
             self.times.append(time.monotonic())
-            put(rgb)
+            put(rgb, key)
 
         stream.frames.put = recorded
 

@@ -108,6 +108,7 @@ class Frame:
     rgb: np.ndarray  # H x W x 3 at the video's size
     decoded_at: float  # time.monotonic() when it was decoded
     repeat: bool = False  # the same picture as the frame before it: the encoder's repeat
+    key: bool = False  # a key frame (its packet header's flag): what RESET_VIDEO brings
 
 
 def _same_picture(a: np.ndarray, b: np.ndarray) -> bool:
@@ -123,15 +124,18 @@ class Frames:
     def __init__(self) -> None:
         self._cond = threading.Condition()
         self._latest: Frame | None = None
+        self._last_key: Frame | None = None
         self._changed_at = 0.0  # when the newest frame that differs from its predecessor came
         self._closed: str | None = None
 
-    def put(self, rgb: np.ndarray) -> None:
+    def put(self, rgb: np.ndarray, key: bool = False) -> None:
         now = time.monotonic()
         with self._cond:
             before = self._latest
             repeat = before is not None and _same_picture(before.rgb, rgb)
-            self._latest = Frame(rgb, now, repeat)
+            self._latest = Frame(rgb, now, repeat, key)
+            if key:
+                self._last_key = self._latest
             if not repeat:
                 self._changed_at = now
             self._cond.notify_all()
@@ -193,16 +197,22 @@ class Frames:
     def settled_after(self, since: float, timeout_s: float,
                       unchanged_s: float | None) -> Frame | None:
         """The newest frame once the screen has changed after ``since`` and settled (the
-        repeat, ``QUIET_S`` without a frame, or ``SETTLE_CAP_S`` after ``since``). Where
-        no change comes: None ``unchanged_s`` after ``since``; or, with ``unchanged_s``
-        None (after asking for a key frame), the first frame after ``since`` if it shows
-        the same picture as before."""
+        repeat, ``QUIET_S`` without a frame, or ``SETTLE_CAP_S`` after ``since``); None
+        when no change came within ``unchanged_s`` of ``since``. With ``unchanged_s`` None
+        (a key frame was asked for at ``since``), nothing counts before the first key frame
+        after ``since`` (frames encoded before the ask may still arrive after it): the key
+        frame itself where it shows the same picture as before, else the change it shows,
+        once settled."""
         def ready(now: float) -> tuple[bool, Frame | None, float]:
-            latest = self._latest
+            latest, key = self._latest, self._last_key
+            if unchanged_s is None:
+                if key is None or key.decoded_at <= since:
+                    return False, None, now + timeout_s
+                if key.repeat and key is latest:
+                    return True, key, now
             if latest is None or latest.decoded_at <= since or self._changed_at <= since:
                 if unchanged_s is None:
-                    fresh = latest is not None and latest.decoded_at > since
-                    return fresh, latest, now + timeout_s
+                    return True, latest, now  # after the key frame: only repeats of it
                 return now - since >= unchanged_s, None, since + unchanged_s
             settled = (latest.repeat or now - latest.decoded_at >= QUIET_S
                        or now - since >= SETTLE_CAP_S)
@@ -362,7 +372,7 @@ class ScrcpyStream:
                 self.decode_cpu_s += time.thread_time() - cpu
                 self.frames_decoded += len(decoded)
                 for rgb in decoded:
-                    self.frames.put(rgb)
+                    self.frames.put(rgb, header.key_frame)
         except Exception as exc:  # the socket closed or broke, or the stream is corrupt
             self.close(f"video: {type(exc).__name__}: {exc}")
 

@@ -309,6 +309,11 @@ class StreamedDevice:
             await self._act(lambda s, sc: s.paste(text), lambda: self.adb.type_text(text),
                             "type")
 
+    def expect_change(self) -> None:
+        """The phone may have changed by other means (another adb client, the fleet's set-up
+        between episodes): the next capture follows the fresh-frame rule from now."""
+        self._last_action = time.monotonic()
+
     # Actions only adb can do: the next capture must still come from after them.
     async def start_app(self, package: str) -> None:
         try:

@@ -45,7 +45,7 @@ from host.fleet import FleetHost
 from host.runner import AgentHostConfig, agent_host
 from models.llm.messages import ChatModel
 from protocol.messages import Instruction
-from protocol.operations import Operation
+from protocol.operations import Operation, Wait
 from recording.reader import read_events
 from recording.recorder import safe_name
 from sim.eval.metrics import EpisodeScore, StepRecord, score_episode
@@ -81,7 +81,12 @@ class MilestoneProbe:
 
     async def decide(self, ctx: StepContext) -> Decision:
         self.flags_at.setdefault(ctx.step, self.task.milestone_flags(self.phone))
-        return await self.inner.decide(ctx)
+        decision = await self.inner.decide(ctx)
+        if isinstance(decision.operation, Wait) and self.phone.device_state.streams:
+            # The phone's step clock moves per screencap on adb and per action on the stream
+            # (sim/adb/scrcpy_server.py); a Wait is neither, yet a step passes on the phone.
+            self.phone.screen_read()
+        return decision
 
     async def choose(
         self, ctx: StepContext, target: str, image: bytes, labels: Sequence[int],

@@ -57,6 +57,7 @@ class DeviceState:
     typed: str = ""  # what was typed on the PIN pad
     ime_set_at: float = float("-inf")  # monotonic time of the last `ime set`
     clipboard: str = ""  # the primary clip's text (scrcpy's SET_CLIPBOARD, PASTE)
+    streams: int = 0  # scrcpy servers running (the host reads the screen with no screencap)
 
 
 @dataclass

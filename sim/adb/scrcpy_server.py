@@ -186,6 +186,7 @@ class ScrcpySession:
     async def serve(self, shell_closed: anyio.Event) -> int:
         status = 0
         kills_at_start = self.phone.faults.scrcpy_kills
+        self.phone.device_state.streams += 1
         try:
             async with anyio.create_task_group() as tg:
                 async def end_with_shell() -> None:
@@ -212,6 +213,7 @@ class ScrcpySession:
         except* ServerExit as group:  # raised in a task (a kill, an encoder error): grouped
             status = _first_exit(group).status
         finally:
+            self.phone.device_state.streams -= 1
             for conn in self.socks.all:
                 conn.close()
                 with anyio.CancelScope(shield=True), anyio.move_on_after(2):
@@ -467,6 +469,9 @@ class ScrcpySession:
         if cost is not None:
             await cost.charge_control()
         await anyio.to_thread.run_sync(fn, abandon_on_cancel=True)
+        # A step clock (sim/phone/clock.py) moves per adb screencap; a host on the stream
+        # never runs one, so here phone time moves per action instead: one a step either way.
+        self.phone.screen_read()
 
     async def _inject_allowed(self) -> None:
         """Xiaomi's refusal of injected input applies to scrcpy too: the controller thread

@@ -21,12 +21,14 @@ def _screen(level: int) -> np.ndarray:
     return rgb
 
 
-def _feed(frames: Frames, plan: list[tuple[float, np.ndarray]]) -> threading.Thread:
-    """Put each picture ``delay`` seconds after the one before, in a thread (the decoder)."""
+def _feed(frames: Frames, plan: list[tuple[float, np.ndarray]],
+          keys: tuple[int, ...] = ()) -> threading.Thread:
+    """Put each picture ``delay`` seconds after the one before, in a thread (the decoder);
+    the ones at the indexes ``keys`` are key frames."""
     def run() -> None:
-        for delay, rgb in plan:
+        for i, (delay, rgb) in enumerate(plan):
             time.sleep(delay)
-            frames.put(rgb)
+            frames.put(rgb, key=i in keys)
 
     t = threading.Thread(target=run, daemon=True)
     t.start()
@@ -64,16 +66,28 @@ def test_after_a_key_frame_is_asked_for_the_same_picture_is_the_screen() -> None
     frames = Frames()
     frames.put(_screen(0))
     asked = time.monotonic()
-    _feed(frames, [(0.03, _screen(0))])
+    # a frame encoded before the ask arrives after it (a busy phone), then the key frame
+    _feed(frames, [(0.03, _screen(0)), (0.1, _screen(0))], keys=(1,))
     shot = frames.settled_after(asked, 5.0, None)
-    assert shot is not None and shot.decoded_at > asked
+    assert shot is not None and shot.key and shot.decoded_at > asked
 
 
 def test_a_late_change_seen_in_the_asked_key_frame_is_waited_out() -> None:
     frames = Frames()
     frames.put(_screen(0))
     asked = time.monotonic()
-    _feed(frames, [(0.03, _screen(60)), (0.03, _screen(200)), (0.1, _screen(200))])
+    _feed(frames, [(0.03, _screen(60)), (0.03, _screen(200)), (0.1, _screen(200))], keys=(0,))
+    shot = frames.settled_after(asked, 5.0, None)
+    assert shot is not None and int(shot.rgb[100, 50, 0]) == 200
+
+
+def test_frames_from_before_the_ask_are_not_the_screen_after_it() -> None:
+    frames = Frames()
+    frames.put(_screen(0))
+    asked = time.monotonic()
+    # the old page's last frames still in flight, then the key frame of the new one
+    _feed(frames, [(0.02, _screen(0)), (0.02, _screen(0)), (0.1, _screen(200)),
+                   (0.1, _screen(200))], keys=(2,))
     shot = frames.settled_after(asked, 5.0, None)
     assert shot is not None and int(shot.rgb[100, 50, 0]) == 200
 
