@@ -16,13 +16,22 @@ steps it waits ``--think-s``, the model's turn (Open-AutoGLM's inference takes 3
 step, github.com/zai-org/Open-AutoGLM/issues/63: 3 s is its low end), the phones started
 apart over that wait.
 
-Per transport and N, over every phone's steps:
+Each step is what the agent does: the tap, ``--settle-s`` of waiting (``agent.settle_s``,
+0.3 s by default, the same on both transports), then the screenshot. Per transport and N,
+over every phone's steps:
 
-- ``fresh_frame_p50_s``, ``fresh_frame_p95_s``: from the action's injection (the tap call
-  returned) to the screenshot call returning a frame from after it;
+- ``fresh_frame_p50_s``, ``fresh_frame_p95_s``: over the taps that change the screen, from
+  the injection (the tap call returned) to a frame that shows the change in the host's
+  hands: on the stream, the first frame decoded after the injection (the stream sends it
+  unasked, during the settle); through adb, the ``screencap`` call's own time (a frame
+  exists only once asked for, so this is adb's best case: asked at the injection). The
+  taps that change nothing have no such frame: their capture (the key frame the rule asks
+  for) is ``unchanged_capture_p95_s`` in the details;
 - ``tap_p95_s``: the tap call (adb: ``input tap`` through the shell; scrcpy: the control
   messages sent);
-- ``device_overhead_per_step_s``: the tap call plus the screenshot call, per step (mean);
+- ``device_overhead_per_step_s``: what the step waits on the device beyond the settle: the
+  tap call plus the screenshot call after the settle (on the stream, the rest of the page
+  animation and the encoder's repeat), per step (mean);
 - ``decode_cpu_per_step_s``: the host's thread CPU decoding frames (``AdbDevice``'s PNG
   decode; ``ScrcpyStream``'s H.264 decode and RGB conversion of every frame the stream
   sends, the page animations' included, in its reader thread), per step (mean).
@@ -57,6 +66,7 @@ KEYS = ("fresh_frame_p50_s", "fresh_frame_p95_s", "tap_p95_s", "device_overhead_
         "decode_cpu_per_step_s")
 EMPTY_SPOT = (540, 1900)  # below the Notes list and above the FAB: a tap that changes nothing
 THINK_S = 3.0  # the low end of Open-AutoGLM's 3-8 s inference a step (issue #63)
+SETTLE_S = 0.3  # agent.settle_s's default: the wait after an action before the capture
 CALL_TIMEOUT_S = 30.0
 
 
@@ -64,8 +74,9 @@ CALL_TIMEOUT_S = 30.0
 class Run:
     """One transport at one N: every phone's steps."""
 
-    fresh_s: list[float] = field(default_factory=list)
-    first_frame_s: list[float] = field(default_factory=list)  # scrcpy: the first frame after
+    fresh_s: list[float] = field(default_factory=list)  # the taps that change the screen
+    unchanged_s: list[float] = field(default_factory=list)  # their capture, the others'
+    settled_s: list[float] = field(default_factory=list)  # injection to the capture returned
     tap_s: list[float] = field(default_factory=list)
     overhead_s: list[float] = field(default_factory=list)
     decode_cpu_s: float = 0.0
@@ -83,23 +94,28 @@ class Run:
                 "decode_cpu_per_step_s": round(self.decode_cpu_s / steps, 4)}
 
     def details(self) -> dict[str, Any]:
-        first = self.first_frame_s  # none on adb: its one frame is the screenshot
+        def p(xs: list[float], q: int) -> float | None:
+            return round(pct(xs, q), 4) if xs else None
+
         return {"steps": self.steps, "fell_back_to_adb": self.fell_back,
-                "first_frame_p50_s": round(pct(first, 50), 4) if first else None,
-                "first_frame_p95_s": round(pct(first, 95), 4) if first else None,
+                "unchanged_capture_p95_s": p(self.unchanged_s, 95),
+                "settled_frame_p50_s": p(self.settled_s, 50),
+                "settled_frame_p95_s": p(self.settled_s, 95),
                 "sim_process_cpu_s": round(self.sim_cpu_s, 2), "wall_s": round(self.wall_s, 2)}
 
 
-def targets() -> list[tuple[int, int]]:
-    """Where the loop taps, from the canonical layout every simulated phone has (seed 0):
-    the Notes icon, the empty spot, HOME. Read off a phone here (the test API)."""
+def targets() -> list[tuple[int, int, bool]]:
+    """Where the loop taps, and whether the screen changes, from the canonical layout every
+    simulated phone has (seed 0): the Notes icon, the empty spot, HOME. Read off a phone
+    here (the test API)."""
     from sim.phone import SimPhone
     from sim.phone_api import DeviceInfo
 
     phone = SimPhone(DeviceInfo.for_profile("sim00", "sim"), seed=0)
     notes = phone.find("Notes")[-1].center
     home = sorted(phone.find(kind="nav_button"), key=lambda e: e.center[0])[1].center
-    return [(int(notes[0]), int(notes[1])), EMPTY_SPOT, (int(home[0]), int(home[1]))]
+    return [(int(notes[0]), int(notes[1]), True), (*EMPTY_SPOT, False),
+            (int(home[0]), int(home[1]), True)]
 
 
 class FirstFrames:
@@ -120,29 +136,35 @@ class FirstFrames:
         return next((x for x in self.times if x > t), None)
 
 
-async def drive(dev: Any, transport: str, steps: int, think_s: float, start_after: float,
-                spots: list[tuple[int, int]], run: Run) -> None:
-    """One phone's loop: tap, capture, think; the stream's frames timed apart."""
+async def drive(dev: Any, transport: str, steps: int, think_s: float, settle_s: float,
+                start_after: float, spots: list[tuple[int, int, bool]], run: Run) -> None:
+    """One phone's loop: tap, settle, capture, think; the stream's frames timed apart."""
     await anyio.sleep(start_after)
     frames = FirstFrames(dev.stream) if transport == "scrcpy" and dev.stream else None
     for i in range(steps):
-        x, y = spots[i % len(spots)]
+        x, y, changes = spots[i % len(spots)]
         t0 = time.monotonic()
         with anyio.fail_after(CALL_TIMEOUT_S):
             await dev.tap(x, y)
         t1 = time.monotonic()
+        await anyio.sleep(settle_s)
+        t2 = time.monotonic()
         with anyio.fail_after(CALL_TIMEOUT_S):
             shot = await dev.screenshot()
-        t2 = time.monotonic()
+        t3 = time.monotonic()
         run.tap_s.append(t1 - t0)
-        run.fresh_s.append(t2 - t1)
-        run.overhead_s.append(t2 - t0)
+        run.overhead_s.append((t1 - t0) + (t3 - t2))
+        run.settled_s.append(t3 - t1)
         run.steps += 1
-        if transport == "scrcpy":
-            if shot.path != "stream":
-                run.fell_back += 1
-            first = frames.first_after(t1) if frames is not None else None
-            run.first_frame_s.append((first if first is not None and first <= t2 else t2) - t1)
+        if transport == "scrcpy" and shot.path != "stream":
+            run.fell_back += 1
+        if not changes:
+            run.unchanged_s.append(t3 - t2)
+        elif frames is not None:
+            first = frames.first_after(t1)
+            run.fresh_s.append((first if first is not None and first <= t3 else t3) - t1)
+        else:
+            run.fresh_s.append(t3 - t2)  # adb: the screencap's own time
         await anyio.sleep(think_s)
 
 
@@ -153,7 +175,7 @@ def decode_cpu(dev: Any) -> float:
 
 
 async def run_transport(transport: str, serials: list[str], args: argparse.Namespace,
-                        spots: list[tuple[int, int]], steps: int,
+                        spots: list[tuple[int, int, bool]], steps: int,
                         procs: list[subprocess.Popen[str]]) -> Run:
     import adbutils
 
@@ -183,7 +205,7 @@ async def run_transport(transport: str, serials: list[str], args: argparse.Names
     rng = random.Random(len(serials))
     async with anyio.create_task_group() as tg:
         for dev in devs:
-            tg.start_soon(drive, dev, transport, steps, args.think_s,
+            tg.start_soon(drive, dev, transport, steps, args.think_s, args.settle_s,
                           rng.uniform(0, args.think_s), spots, run)
     run.wall_s = time.monotonic() - t0
     run.sim_cpu_s = sim_cpu(procs) - sim0
@@ -263,6 +285,8 @@ def main(argv: list[str] | None = None) -> int:
                         "off: the realistic profile's flat delays")
     p.add_argument("--steps", type=int, default=12, help="steps a phone below 16 phones")
     p.add_argument("--steps-16", type=int, default=6, help="steps a phone at 16 phones or more")
+    p.add_argument("--settle-s", type=float, default=SETTLE_S,
+                   help=f"the wait after an action before the capture (default {SETTLE_S})")
     p.add_argument("--think-s", type=float, default=THINK_S,
                    help=f"the wait between steps, the model's turn (default {THINK_S})")
     args = p.parse_args(argv)
@@ -285,7 +309,8 @@ def main(argv: list[str] | None = None) -> int:
     (args.out / "transport.json").write_text(line + "\n")
     (args.out / "transport_details.json").write_text(json.dumps(
         {"args": {"devices": args.devices, "capture_cost": args.capture_cost,
-                  "steps": args.steps, "steps_16": args.steps_16, "think_s": args.think_s},
+                  "steps": args.steps, "steps_16": args.steps_16, "think_s": args.think_s,
+                  "settle_s": args.settle_s},
          "cpus": os.cpu_count(), "load_average_at_end": os.getloadavg(), "runs": details},
         indent=2) + "\n")
     print(line, flush=True)

@@ -57,6 +57,10 @@ if TYPE_CHECKING:
 log = structlog.get_logger(__name__)
 
 QUIET_S = 0.5  # no frame, not even the repeat (due at 0.1 s), this long after one: settled
+# The agent needs the settled screen, not every frame of a page's 300 ms animation: at 30
+# frames a second the host decodes half the frames a 60 Hz panel would send, and the hub
+# carries half the bytes, while a change still reaches the host within one 33 ms frame.
+MAX_FPS = 30
 SETTLE_CAP_S = 2.0  # a screen still changing this long after the action: take its newest
 UNCHANGED_S = 0.25  # no change this long after an action: nothing changed on screen
 # The repeat is not bit-identical: the encoder spends it on refining the last picture, which
@@ -235,7 +239,7 @@ class ScrcpyStream:
     """One running scrcpy server on one phone: ``start``, then ``frames`` and the control
     calls (all blocking: callers run them off the event loop), then ``close``."""
 
-    def __init__(self, device: adbutils.AdbDevice, jar: Path, *, max_fps: int = 60,
+    def __init__(self, device: adbutils.AdbDevice, jar: Path, *, max_fps: int = MAX_FPS,
                  bit_rate: int = 8_000_000, timeout_s: float = 10.0) -> None:
         self.device = device
         self.jar = jar
