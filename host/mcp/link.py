@@ -338,7 +338,7 @@ class Link:
         if t.report or not t.episode_id:
             return
         ep_dir = self.record_dir / safe_name(t.episode_id)
-        if not (ep_dir / "events.jsonl").is_file():
+        if not await anyio.Path(ep_dir / "events.jsonl").is_file():
             return
         try:
             from recording.report import render_report
