@@ -194,8 +194,10 @@ def cmd_demo(args: argparse.Namespace) -> int:
             if args.keep:  # the fleet and the oracle stay up for an MCP client to drive
                 from host.demo_keep import keep_serving
 
+                port = config_from_args(args, AgentHostConfig,
+                                        unknown_sections="ignore").broker.port
                 await keep_serving(run_cfg, phones=args.phones, seed=seeds[0] if seeds else 0,
-                                   out_dir=out, tasks=tasks)
+                                   out_dir=out, tasks=tasks, broker_port=port)
             if args.dashboard and sys.stdout.isatty():
                 print("dashboard: still serving; Ctrl-C to stop", flush=True)
                 await anyio.sleep_forever()

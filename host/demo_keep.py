@@ -96,12 +96,13 @@ class DemoOracle:
 
 
 async def keep_serving(cfg: AgentHostConfig, *, phones: int, seed: int, out_dir: Path,
-                       tasks: Sequence[type[Task]], out: object = None) -> None:
+                       tasks: Sequence[type[Task]], broker_port: int = 1883,
+                       out: object = None) -> None:
     """The demo's fleet and oracle on a broker clients can reach, until cancelled."""
     stream: Any = out or sys.stdout
-    if not cfg.bus.url and cfg.broker.port == 0:  # the demo's free port: use the usual one
-        cfg = msgspec.structs.replace(cfg, broker=msgspec.structs.replace(cfg.broker,
-                                                                          port=1883))
+    if not cfg.bus.url:  # the demo ran on a free port: clients need the configured one
+        cfg = msgspec.structs.replace(cfg, broker=msgspec.structs.replace(
+            cfg.broker, port=broker_port))
     fleet = await anyio.to_thread.run_sync(SimFleet(phones, seed=seed).start)
     examples = [f"{t.task_id()} ({t(seed).instruction})" for t in tasks[:3]]
 
