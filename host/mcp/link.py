@@ -52,6 +52,7 @@ from recording.recorder import Recorder, safe_name
 from runtime import topics
 from runtime.broker import configured_address
 from runtime.bus import Backoff, BrokerAddress, Bus, BusError
+from runtime.errors import MobagentError
 from runtime.log import redactor
 
 log = structlog.get_logger(__name__)
@@ -60,7 +61,7 @@ APPROVAL = re.compile(r"^awaiting approval \(step (\d+)\): (.*)$", re.S)
 TRACKS_KEPT = 2000  # instructions remembered (running ones are never dropped)
 
 
-class LinkError(Exception):
+class LinkError(MobagentError):
     """The bus cannot do what a tool asked; ``str`` says what and how to fix it."""
 
 

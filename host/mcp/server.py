@@ -299,27 +299,36 @@ def _tool_error(exc: Exception) -> ToolError:
     return ToolError(str(exc))
 
 
+async def check_phone(link: Link, serial: str) -> None:
+    """A serial on the bus, or a ``ToolError`` naming the fix."""
+    try:
+        topics.check_name(serial)
+    except topics.TopicError as exc:
+        raise ToolError(f"bad serial: {exc}. Fix: use a serial from list_phones") from None
+    try:
+        await link.ready_bus()
+    except LinkError as exc:
+        raise _tool_error(exc) from None
+    if not link.known(serial):
+        known = ", ".join(link.phone_list()) or "none"
+        raise ToolError(f"unknown phone {serial!r} (the phones on the bus: {known}). Fix: "
+                        "call list_phones and use one of its serials, or leave serial "
+                        "empty to use any free phone")
+
+
 def build_server(link: Link) -> FleetMcp:
     app = FleetMcp("mobagent", instructions=INSTRUCTIONS, log_level="WARNING",
                    version="0.1.0")
     app.link = link
+    _run_tools(app, link)
+    _control_tools(app, link)
+    _resources(app, link)
+    return app
+
+
+def _run_tools(app: FleetMcp, link: Link) -> None:
     settings = link.settings
     max_chars = link.cfg.limits.max_instruction_chars
-
-    async def check_phone(serial: str) -> None:
-        try:
-            topics.check_name(serial)
-        except topics.TopicError as exc:
-            raise ToolError(f"bad serial: {exc}. Fix: use a serial from list_phones") from None
-        try:
-            await link.ready_bus()
-        except LinkError as exc:
-            raise _tool_error(exc) from None
-        if not link.known(serial):
-            known = ", ".join(link.phone_list()) or "none"
-            raise ToolError(f"unknown phone {serial!r} (the phones on the bus: {known}). Fix: "
-                            "call list_phones and use one of its serials, or leave serial "
-                            "empty to use any free phone")
 
     @app.tool(annotations=ToolAnnotations(read_only_hint=True))
     async def list_phones() -> dict[str, Any]:
@@ -347,7 +356,7 @@ def build_server(link: Link) -> FleetMcp:
                             f"{settings.default_timeout_s:g}s")
         serial = serial or None
         if serial is not None:
-            await check_phone(serial)
+            await check_phone(link, serial)
             tile = link.state.phones[serial].tile
             if tile.status == "offline":
                 raise ToolError(f"phone {serial} is offline. Fix: reconnect it (check "
@@ -383,9 +392,14 @@ def build_server(link: Link) -> FleetMcp:
         timeout = settings.default_timeout_s if timeout_s is None else timeout_s
         return await Follower(link, t, ctx, timeout).run()
 
+
+def _control_tools(app: FleetMcp, link: Link) -> None:
+    settings = link.settings
+    max_chars = link.cfg.limits.max_instruction_chars
+
     async def control(req: dict[str, Any]) -> dict[str, Any]:
         serial = req.get("serial") or ""
-        await check_phone(serial)
+        await check_phone(link, serial)
         try:
             topic, msg = control_message(req, link.state, max_chars=max_chars)
         except ControlError as exc:
@@ -421,7 +435,7 @@ def build_server(link: Link) -> FleetMcp:
     @app.tool(annotations=ToolAnnotations(read_only_hint=True))
     async def screenshot(serial: str) -> Image:
         """The phone's screen now, as an image (taken by its host)."""
-        await check_phone(serial)
+        await check_phone(link, serial)
         try:
             frame = await link.screenshot(serial, settings.screenshot_timeout_s)
         except LinkError as exc:
@@ -431,12 +445,14 @@ def build_server(link: Link) -> FleetMcp:
     @app.tool(annotations=ToolAnnotations(read_only_hint=True))
     async def recent_events(serial: str, n: int = 20) -> dict[str, Any]:
         """The phone's last n events (plans, actions, verdicts, outcomes), oldest first."""
-        await check_phone(serial)
+        await check_phone(link, serial)
         if n < 1:
             raise ToolError("n must be at least 1")
         events = list(link.recent.get(serial, ()))[-n:]
         return {"serial": serial, "events": events}
 
+
+def _resources(app: FleetMcp, link: Link) -> None:
     @app.resource("mobagent://phones/{serial}/status", mime_type="application/json")
     def phone_status(serial: str) -> str:
         """A phone's status, detail and running instruction."""
@@ -462,5 +478,3 @@ def build_server(link: Link) -> FleetMcp:
         if not t.report:
             raise ResourceNotFoundError(f"episode {episode_id!r} has no report")
         return Path(t.report).read_text(encoding="utf-8")
-
-    return app
