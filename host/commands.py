@@ -191,6 +191,13 @@ def cmd_demo(args: argparse.Namespace) -> int:
             res = await run_demo(tasks, seeds, phones=args.phones, out_dir=out, cfg=run_cfg,
                                  progress=not args.quiet)
             print_results(res)
+            if args.keep:  # the fleet and the oracle stay up for an MCP client to drive
+                from host.demo_keep import keep_serving
+
+                port = config_from_args(args, AgentHostConfig,
+                                        unknown_sections="ignore").broker.port
+                await keep_serving(run_cfg, phones=args.phones, seed=seeds[0] if seeds else 0,
+                                   out_dir=out, tasks=tasks, broker_port=port)
             if args.dashboard and sys.stdout.isatty():
                 print("dashboard: still serving; Ctrl-C to stop", flush=True)
                 await anyio.sleep_forever()
@@ -290,6 +297,10 @@ def register_demo(sub: Sub) -> None:
     p.add_argument("--quiet", action="store_true", help="no per-step progress lines")
     p.add_argument("--dashboard", action="store_true",
                    help="watch the phones live in a browser (the URL is printed first)")
+    p.add_argument("--keep", action="store_true",
+                   help="afterwards keep the simulated phones and the oracle planner running "
+                        "on the embedded broker (port broker.port, 1883), for `mobagent mcp` "
+                        "or `mobagent submit` to drive; Ctrl-C stops")
     p.add_argument("--dashboard-port", type=whole_number(0, 65535, "port"), default=None,
                    help="the dashboard's port (default dashboard.port, 8765; 0: any free one)")
     p.set_defaults(func=cmd_demo)

@@ -52,6 +52,7 @@ PLUGIN_COMMANDS = {
     "replay": "re-run a recorded episode's actions on a device",
     "doctor": "check every phone adb lists: ready, or what to fix",
     "devices": "prepare the phones (devices setup --ime-apk FILE)",
+    "mcp": "serve the fleet to MCP clients",
 }
 EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_TIMEOUT, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 

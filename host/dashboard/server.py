@@ -22,7 +22,7 @@ import sys
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, nullcontext
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 import anyio
 import msgspec
@@ -139,10 +139,12 @@ class Dashboard:
             task_status.started()
 
 
-async def serve_web(app: Any, sock: socket.socket, *,
+async def serve_web(app: Any, sock: socket.socket, *, lifespan: Literal["on", "off"] = "off",
                     task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-    """uvicorn on ``sock`` until cancelled; then a graceful stop (open sockets closed)."""
-    server = _Server(uvicorn.Config(app, lifespan="off", log_level="warning", access_log=False,
+    """uvicorn on ``sock`` until cancelled; then a graceful stop (open sockets closed).
+    ``lifespan="on"`` for an app that starts its own tasks (the MCP server's sessions)."""
+    server = _Server(uvicorn.Config(app, lifespan=lifespan,
+                                    log_level="warning", access_log=False,
                                     ws="websockets-sansio", timeout_graceful_shutdown=3))
     done = anyio.Event()
 
