@@ -29,8 +29,10 @@ from devices.adb import AdbDevice, DeviceError
 
 log = structlog.get_logger(__name__)
 
-# One shell line for both facts, so both transports are asked the same way, at once.
-IDENTITY_COMMAND = "getprop ro.serialno; cat /proc/sys/kernel/random/boot_id"
+# One shell line for the facts, so both transports are asked the same way, at once (the
+# model first: getprop never fails, and cat's error, if any, comes last).
+IDENTITY_COMMAND = ("getprop ro.product.model; getprop ro.serialno; "
+                    "cat /proc/sys/kernel/random/boot_id")
 
 _BOOT_ID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 
@@ -41,14 +43,17 @@ SHARED_SERIAL_FIX = (
 
 
 class PhoneIdentity(msgspec.Struct, frozen=True):
-    """What the phone itself says it is: ``ro.serialno`` and this boot's kernel boot id."""
+    """What the phone itself says it is: ``ro.serialno`` and this boot's kernel boot id
+    (which make it one phone), and its model (``ro.product.model``, shown to people)."""
 
     serialno: str = ""
     boot_id: str = ""  # "" when unreadable: then never the same phone as another
+    model: str = ""
 
     def same_phone(self, other: PhoneIdentity) -> bool:
         """Both transports reach one phone: the same serial and the same boot."""
-        return bool(self.serialno and self.boot_id and self == other)
+        return bool(self.serialno and self.boot_id and self.serialno == other.serialno
+                    and self.boot_id == other.boot_id)
 
     def shares_serial(self, other: PhoneIdentity) -> bool:
         """Two phones that report one ``ro.serialno`` (a shared factory serial)."""
@@ -57,12 +62,13 @@ class PhoneIdentity(msgspec.Struct, frozen=True):
 
 
 def read_identity(text: str) -> PhoneIdentity:
-    """``IDENTITY_COMMAND``'s output: the serial's line, then the boot id's (a ``cat:``
-    error or nothing where the phone does not let the shell read it)."""
+    """``IDENTITY_COMMAND``'s output: the model's line, the serial's, then the boot id's (a
+    ``cat:`` error or nothing where the phone does not let the shell read it)."""
     lines = [line.strip() for line in text.replace("\r", "").split("\n")]
-    serialno = lines[0] if lines else ""
-    boot_id = next((line.lower() for line in lines[1:] if _BOOT_ID.match(line.lower())), "")
-    return PhoneIdentity(serialno=serialno, boot_id=boot_id)
+    model = lines[0] if lines else ""
+    serialno = lines[1] if len(lines) > 1 else ""
+    boot_id = next((line.lower() for line in lines[2:] if _BOOT_ID.match(line.lower())), "")
+    return PhoneIdentity(serialno=serialno, boot_id=boot_id, model=model)
 
 
 async def phone_identity(device: AdbDevice) -> PhoneIdentity:

@@ -327,7 +327,12 @@ class StreamedDevice:
         finally:
             self._last_action = time.monotonic()
 
-    async def close(self) -> None:
+    def close_stream(self) -> None:
+        """Stop the phone's stream now (its sockets shut: its reader threads end), e.g. when
+        the phone leaves the fleet; a later call starts it again."""
         if self.stream is not None:
             stream, self.stream = self.stream, None
-            await anyio.to_thread.run_sync(stream.close)
+            stream.close("closed")
+
+    async def close(self) -> None:
+        await anyio.to_thread.run_sync(self.close_stream)

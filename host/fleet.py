@@ -981,6 +981,7 @@ class FleetManager(Actor):
     async def _set_status(self, slot: DeviceSlot, state: DeviceState, detail: str = "") -> None:
         slot.state, slot.detail = state, detail
         msg = DeviceStatus(state=state, host=self.host, detail=detail[:500], device=slot.serial,
+                           model=slot.identity.model,
                            episode_id=slot.current[0].episode_id if slot.current else "")
         await self._publish(topics.device_status(slot.serial), msg, retain=True, terminal=True)
 

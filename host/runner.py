@@ -121,6 +121,8 @@ def agent_host(
             device = device_for(cfg.device, AdbDevice(
                 handle.serial, client=handle.adb, capture=cfg.device.capture,
                 timeout_s=cfg.device.timeout_s))
+            if isinstance(device, StreamedDevice):  # the phone gone: its stream with it
+                handle.closers.append(device.close_stream)
             return DeviceAgent(handle.bus, device, settings=cfg.agent, perception=engine,
                                policy_for=lambda instr: policy_for(handle.serial, instr),
                                host=handle.host, services=services,

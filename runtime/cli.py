@@ -142,6 +142,19 @@ def positive(text: str) -> float:
     return value
 
 
+def listen_address(text: str) -> str:
+    """An argparse ``type`` for ``--bind``: an address to listen on, never empty."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("an address to listen on (127.0.0.1, 0.0.0.0, ...), "
+                                         "not an empty string")
+    return text.strip()
+
+
+def with_given(settings: S, **given: object) -> S:
+    """``settings`` with each option the command line gave (the ones not None)."""
+    return msgspec.structs.replace(settings, **{k: v for k, v in given.items() if v is not None})
+
+
 def whole_number(low: int, high: int | None = None, what: str = "") -> Callable[[str], int]:
     """An argparse ``type``: a whole number from ``low`` to ``high`` (no upper bound: None)."""
 

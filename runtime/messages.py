@@ -98,6 +98,7 @@ class DeviceStatus(Msg, tag="device_status", frozen=True):
     state: Literal["idle", "busy", "offline", "attention"]
     host: str = ""
     detail: str = ""
+    model: str = ""  # ro.product.model, where the fleet has read it
 
 
 class HostStatus(Msg, tag="host_status", frozen=True):

@@ -6,23 +6,21 @@ import argparse
 import sys
 from typing import Any
 
-import msgspec
-
 from host.dashboard.config import DashboardConfig
 from host.dashboard.server import run_dashboard
-from runtime.cli import EXIT_OK, EXIT_USAGE, prepare, run_until_signalled, whole_number
+from runtime.cli import (
+    EXIT_OK,
+    listen_address,
+    prepare,
+    run_until_signalled,
+    whole_number,
+    with_given,
+)
 
 
 def cmd_dashboard(args: argparse.Namespace) -> int:
     cfg = prepare(args, DashboardConfig, quiet=True)
-    settings = cfg.dashboard
-    if args.port is not None:
-        settings = msgspec.structs.replace(settings, port=args.port)
-    if args.bind is not None:
-        if not args.bind.strip():
-            print("mobagent dashboard: --bind is empty", file=sys.stderr)
-            return EXIT_USAGE
-        settings = msgspec.structs.replace(settings, bind=args.bind.strip())
+    settings = with_given(cfg.dashboard, port=args.port, bind=args.bind)
 
     async def go() -> int:
         import anyio
@@ -45,7 +43,7 @@ def register(sub: Any) -> None:
                                    "screens, status, episodes, and controls.")
     p.add_argument("--port", type=whole_number(0, 65535, "port"), default=None,
                    help="port to listen on (default dashboard.port, 8765; 0: any free one)")
-    p.add_argument("--bind", default=None,
+    p.add_argument("--bind", default=None, type=listen_address,
                    help="address to listen on (default dashboard.bind, 127.0.0.1); anything "
                         "but loopback requires the token (dashboard.token, or one printed)")
     p.set_defaults(func=cmd_dashboard)

@@ -60,6 +60,7 @@ class Change:
 class Tile:
     serial: str
     host: str = ""
+    model: str = ""  # ro.product.model, from the fleet's DeviceStatus
     state: str = "offline"  # the retained DeviceStatus: idle | busy | offline | attention
     detail: str = ""
     episode_id: str = ""
@@ -96,7 +97,8 @@ class Tile:
 
     def as_json(self) -> dict[str, Any]:
         return {
-            "serial": self.serial, "host": self.host, "status": self.status,
+            "serial": self.serial, "host": self.host, "model": self.model,
+            "status": self.status,
             "waiting_for": self.waiting_for, "detail": self.detail[:TEXT_MAX],
             "episode_id": self.episode_id, "instruction": self.instruction[:TEXT_MAX],
             "task": self.task, "step": self.step, "action": self.action,
@@ -234,6 +236,7 @@ class FleetState:
         if isinstance(msg, DeviceStatus):
             tile.state, tile.detail = msg.state, msg.detail
             tile.host = msg.host or tile.host
+            tile.model = msg.model or tile.model  # the episode's own statuses do not carry it
             if msg.state != "busy":
                 tile.question = ""
             return [*out, Change("tile", serial), Change("header")]

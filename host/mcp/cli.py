@@ -26,7 +26,14 @@ from host.dashboard.app import is_loopback
 from host.mcp.config import McpConfig, McpSettings
 from host.mcp.link import Link
 from host.mcp.server import build_server
-from runtime.cli import EXIT_OK, EXIT_USAGE, prepare, run_until_signalled, whole_number
+from runtime.cli import (
+    EXIT_OK,
+    listen_address,
+    prepare,
+    run_until_signalled,
+    whole_number,
+    with_given,
+)
 
 log = structlog.get_logger(__name__)
 
@@ -111,17 +118,8 @@ async def serve(cfg: McpConfig, *, http: bool) -> int:
 
 def cmd_mcp(args: argparse.Namespace) -> int:
     cfg = prepare(args, McpConfig, quiet=True)
-    settings = cfg.mcp
-    if args.port is not None:
-        settings = msgspec.structs.replace(settings, port=args.port)
-    if args.bind is not None:
-        if not args.bind.strip():
-            print("mobagent mcp: --bind is empty", file=sys.stderr)
-            return EXIT_USAGE
-        settings = msgspec.structs.replace(settings, bind=args.bind.strip())
-    if args.record is not None:
-        settings = msgspec.structs.replace(settings, record_dir=args.record)
-    cfg = msgspec.structs.replace(cfg, mcp=settings)
+    cfg = msgspec.structs.replace(cfg, mcp=with_given(cfg.mcp, port=args.port, bind=args.bind,
+                                                      record_dir=args.record))
     return run_until_signalled(lambda: serve(cfg, http=args.http))
 
 
@@ -140,7 +138,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="serve streamable HTTP at http://BIND:PORT/mcp instead of stdio")
     p.add_argument("--port", type=whole_number(0, 65535, "port"), default=None,
                    help="HTTP port (default mcp.port, 8766; 0: any free one)")
-    p.add_argument("--bind", default=None,
+    p.add_argument("--bind", default=None, type=listen_address,
                    help="HTTP address (default mcp.bind, 127.0.0.1); anything but loopback "
                         "requires the token (mcp.token, or one printed)")
     p.add_argument("--record", metavar="DIR", default=None,

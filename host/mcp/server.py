@@ -18,12 +18,14 @@ episode this server ran to its end, ``mobagent://episodes/{episode_id}`` (the ou
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 import structlog
 from anyio.abc import TaskGroup
+from mcp.server.elicitation import AcceptedElicitation, ElicitationResult
 from mcp.server.mcpserver import Context, Image, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceNotFoundError, ToolError
 from mcp.types import Resource as McpResource
@@ -45,6 +47,9 @@ words (serial empty: any free phone) and returns the outcome; it reports each st
 progress. If the agent asks a question or needs an approval and your client cannot show
 it, the call returns waiting_for_answer / waiting_for_approval: ask the person, call
 answer / approve, then follow_instruction for the outcome."""
+
+
+F = TypeVar("F", bound=BaseModel)  # an elicitation's form
 
 
 class AnswerForm(BaseModel):
@@ -215,57 +220,54 @@ class Follower:
         except LinkError as exc:
             log.warning("mcp_answer_not_sent", error=str(exc))
 
+    async def _elicit(self, still_asked: Callable[[], bool], kind: str, message: str,
+                      form: type[F]) -> ElicitationResult[F] | None:
+        """Ask the person at the client (MCP elicitation) while the agent still asks: None
+        when it stopped asking meanwhile (answered elsewhere, timed out, finished), or when
+        the client cannot elicit (then the tool's result hands ``kind`` back to it)."""
+        t = self.t
+        got: list[ElicitationResult[F]] = []
+        async with anyio.create_task_group() as tg:
+            async def obsolete() -> None:
+                while not t.done and still_asked():
+                    await t.changed.wait()
+                tg.cancel_scope.cancel()
+
+            tg.start_soon(obsolete)
+            try:
+                got.append(await self.ctx.elicit(message, form))
+            except Exception as exc:  # the client refused the request: hand it back
+                log.info("mcp_elicit_failed", error=str(exc))
+                self.fallback = kind
+                t.notify()
+            tg.cancel_scope.cancel()
+        return got[0] if got else None
+
     async def ask_question(self, number: int, question: str) -> None:
         t = self.t
-        with anyio.CancelScope() as scope:
-            async def obsolete() -> None:  # answered elsewhere, timed out, or finished
-                while not t.done and t.question_no == number and t.question:
-                    await t.changed.wait()
-                scope.cancel()
-
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(obsolete)
-                try:
-                    got = await self.ctx.elicit(
-                        f"The phone {t.phone} asks: {question}", AnswerForm)
-                except Exception as exc:  # the client refused the request: hand it back
-                    log.info("mcp_elicit_failed", error=str(exc))
-                    self.fallback = "question"
-                    t.notify()
-                    tg.cancel_scope.cancel()
-                    return
-                text = (got.data.answer if got.action == "accept"
-                        else f"(the person {got.action}d to answer)")
-                await self.send(Answer(text=text, device=t.phone, episode_id=t.episode_id,
-                                       correlation_id=t.instruction_id))
-                tg.cancel_scope.cancel()
+        got = await self._elicit(lambda: t.question_no == number and bool(t.question),
+                                 "question", f"The phone {t.phone} asks: {question}",
+                                 AnswerForm)
+        if got is None:
+            return
+        text = (got.data.answer if isinstance(got, AcceptedElicitation)
+                else f"(the person {got.action}d to answer)")
+        await self.send(Answer(text=text, device=t.phone, episode_id=t.episode_id,
+                               correlation_id=t.instruction_id))
 
     async def ask_approval(self, step: int, action: str) -> None:
         t = self.t
-        with anyio.CancelScope() as scope:
-            async def obsolete() -> None:
-                while not t.done and t.approval_step == step and t.approval:
-                    await t.changed.wait()
-                scope.cancel()
-
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(obsolete)
-                try:
-                    got = await self.ctx.elicit(
-                        f"The phone {t.phone} wants to perform a sensitive action: {action}. "
-                        "Allow it?", ApprovalForm)
-                except Exception as exc:
-                    log.info("mcp_elicit_failed", error=str(exc))
-                    self.fallback = "approval"
-                    t.notify()
-                    tg.cancel_scope.cancel()
-                    return
-                ok = got.action == "accept" and got.data.approve
-                note = got.data.note if got.action == "accept" else f"the person {got.action}d"
-                await self.send(Approve(approved=ok, note=note, step=step, device=t.phone,
-                                        episode_id=t.episode_id,
-                                        correlation_id=t.instruction_id))
-                tg.cancel_scope.cancel()
+        got = await self._elicit(
+            lambda: t.approval_step == step and bool(t.approval), "approval",
+            f"The phone {t.phone} wants to perform a sensitive action: {action}. Allow it?",
+            ApprovalForm)
+        if got is None:
+            return
+        ok = isinstance(got, AcceptedElicitation) and got.data.approve
+        note = got.data.note if isinstance(got, AcceptedElicitation) else \
+            f"the person {got.action}d"
+        await self.send(Approve(approved=ok, note=note, step=step, device=t.phone,
+                                episode_id=t.episode_id, correlation_id=t.instruction_id))
 
 
 class FleetMcp(MCPServer[Any]):

@@ -26,10 +26,11 @@ def test_the_identity_read_through_adb(sim_fleet: Callable[..., SimFleet]) -> No
     got = [read_identity(fleet.device(s).shell(IDENTITY_COMMAND)) for s in fleet.serials]
     for serial, ident in zip(fleet.serials, got, strict=True):
         info = fleet.phone(serial).info
-        assert ident == PhoneIdentity(info.serialno, info.boot_id)
+        assert ident == PhoneIdentity(info.serialno, info.boot_id, info.model)
+        assert ident.model
     assert not got[0].same_phone(got[1]) and not got[0].shares_serial(got[1])
     # a shell that cannot read the file prints cat's error in its place
     missing = fleet.device(fleet.serials[0]).shell(
-        "getprop ro.serialno; cat /proc/sys/kernel/random/boot_id_missing")
+        IDENTITY_COMMAND.replace("boot_id", "boot_id_missing"))
     assert "No such file" in missing
-    assert read_identity(missing) == PhoneIdentity(got[0].serialno, "")
+    assert read_identity(missing) == PhoneIdentity(got[0].serialno, "", got[0].model)

@@ -195,6 +195,7 @@ async def test_stdio_runs_an_instruction_asks_through_elicitation_and_takes_scre
         await wait_idle(session, [s0, s1])
         phones = (await session.call_tool("list_phones", {})).structured_content["phones"]
         assert sorted(p["serial"] for p in phones) == sorted(fleet.serials)
+        assert {p["model"] for p in phones} == {fleet.sims.phone(s).info.model for s in fleet.serials}
 
         # An instruction to success: one progress notification per planned step.
         prog = Progress()
