@@ -46,6 +46,7 @@ class Decision:
     replies: tuple[LLMReply, ...] = ()  # every LLM call made, for LlmUsage events
     progress: str = ""  # the reply's progress field (agent.planning = "inline"), "" if none
     memory: str = ""  # the reply's memory field: content to keep, "" if none
+    dropped: tuple[str, ...] = ()  # actions the reply carried after the first: not run
 
 
 @dataclass(frozen=True)
@@ -216,7 +217,8 @@ class LLMPolicy:
                             replies=exc.replies)
         r = parsed.value
         return Decision(r.observation, r.thought, r.action_text, r.action, replies=parsed.replies,
-                        progress=r.progress.strip(), memory=kept_memory(r.memory))
+                        progress=r.progress.strip(), memory=kept_memory(r.memory),
+                        dropped=r.dropped)
 
     async def choose(
         self, ctx: StepContext, target: str, image: bytes, labels: Sequence[int],
