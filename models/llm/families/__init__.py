@@ -26,6 +26,7 @@ from models.llm.families.claude_cu import ClaudeFamily
 from models.llm.families.gelab import GELabFamily
 from models.llm.families.gemini_cu import GeminiFamily
 from models.llm.families.glm import GLMFamily
+from models.llm.families.grounding import GroundingFamily, grounding_variant
 from models.llm.families.holo import HoloFamily
 from models.llm.families.json_schema import JsonFamily
 from models.llm.families.openai_cu import OpenAIFamily
@@ -100,6 +101,7 @@ FAMILIES: dict[str, FamilyMaker] = {
     "gemini": lambda model, side: GeminiFamily(side),
     "glm": lambda model, side: GLMFamily(_glm_variant(model), side),
     "openai": lambda model, side: OpenAIFamily(_openai_variant(model) if model else "ga", side),
+    "grounding": lambda model, side: GroundingFamily(grounding_variant(model) or "plain", side),
     # OpenCUA-Qwen2-7B answers 0..1; the Qwen2.5-VL based 7B/32B/72B pixels of the smart-resize
     "opencua": lambda model, side: OpenCUAFamily("qwen2" if "qwen2-" in model.lower() else "qwen25", side),
 }
@@ -141,6 +143,10 @@ def auto_family_name(model: str) -> str:
     """The family a model name implies; ``react`` when the name says nothing (GPT, Gemini
     chat models, Claude 3 / 3.5 and most others follow a text prompt)."""
     m = model.lower()
+    # Grounding models (SeeClick, OS-Atlas, ShowUI, UGround, Aria-UI, Jedi, GTA1, GUI-Actor,
+    # UI-Venus-Ground): the served name picks grounding vs navigation (UI-Venus-Navi: venus).
+    if grounding_variant(m) is not None:
+        return "grounding"
     if "ui-tars" in m or "uitars" in m or "ui_tars" in m:
         return "uitars"
     if re.search(r"doubao.*(seed|vision)|seed-?1[.-]?\d-?vl", m):  # the Ark GUI models
