@@ -79,7 +79,9 @@ GROUNDING_ONLY = ("a grounding model: it can only point at an element, so every 
 
 VARIANTS = ("seeclick", "os-atlas", "os-atlas-pro", "showui", "uground", "aria-ui", "jedi", "gta1",
             "gui-actor", "venus-ground", "plain")
-# 0..1 answers, read on a 0..1000 grid (the operations hold integers).
+# 0..1 answers, read on a 0..10000 grid (the operations hold integers; a 0..1000 grid would
+# move a point by up to 1.2 px on a 2400-pixel screen).
+UNIT_GRID = 10000
 _UNIT = {"seeclick", "showui", "gui-actor"}
 _PERMILLE = {"os-atlas", "os-atlas-pro", "uground", "aria-ui"}
 # smart-resize parameters (factor, min_pixels, max_pixels) of the Qwen2.5-VL based ones
@@ -200,7 +202,9 @@ class GroundingFamily(FamilyBase):
 
     def geometry(self, screen_w: int, screen_h: int) -> Geometry:
         sw, sh = self.sent_size(screen_w, screen_h)
-        if self.variant in _UNIT or self.variant in _PERMILLE:
+        if self.variant in _UNIT:
+            g = Geometry(screen_w, screen_h, sw, sh, "relative", UNIT_GRID)
+        elif self.variant in _PERMILLE:
             g = Geometry(screen_w, screen_h, sw, sh, "relative", 1000)
         elif self.variant in _RESIZE:
             f, lo, hi = _RESIZE[self.variant]
@@ -216,11 +220,11 @@ class GroundingFamily(FamilyBase):
         return PROMPTS[self.variant].format(target=target, w=geom.image_w, h=geom.image_h)
 
     def to_model_space(self, nums: list[float]) -> list[float]:
-        """The model's numbers on the geometry's grid: 0..1 answers x 1000."""
+        """The model's numbers on the geometry's grid: 0..1 answers times UNIT_GRID."""
         if self.variant in _UNIT:
             if any(abs(n) > 1.5 for n in nums):
                 raise ParseError(f"{self.variant} answers 0..1 of the screenshot, got {nums}")
-            return [n * 1000 for n in nums]
+            return [n * UNIT_GRID for n in nums]
         return nums
 
     def read_point(self, text: str) -> list[float] | None:
@@ -291,6 +295,10 @@ _ATLAS_SCROLL: dict[str, Operation] = {"UP": PageUp(), "DOWN": PageDown(), "LEFT
                                        "RIGHT": Swipe("left")}
 
 
+_ATLAS_NULLARY: dict[str, Operation] = {"PRESS_BACK": Back(), "PRESS_HOME": Exit(), "ENTER": Enter(),
+                                        "PRESS_ENTER": Enter(), "WAIT": Wait(), "COMPLETE": Stop()}
+
+
 def _atlas_pro(text: str) -> FamilyReply | None:
     body = strip_reasoning(normalize_punctuation(text))
     m = re.search(r"(?is)actions?\s*:\s*\n?(.*)$", body)
@@ -315,9 +323,8 @@ def _atlas_pro(text: str) -> FamilyReply | None:
             op = _ATLAS_SCROLL[arg.group(1).strip().upper()]
         elif word == "OPEN_APP" and arg and arg.group(1).strip():
             op = OpenApp(arg.group(1).strip())
-        elif word in ("PRESS_BACK", "PRESS_HOME", "ENTER", "PRESS_ENTER", "WAIT", "COMPLETE") and len(ln.split()) == 1:
-            op = {"PRESS_BACK": Back(), "PRESS_HOME": Exit(), "ENTER": Enter(), "PRESS_ENTER": Enter(),
-                  "WAIT": Wait(), "COMPLETE": Stop()}[word]
+        elif word in _ATLAS_NULLARY and len(ln.split()) == 1:
+            op = _ATLAS_NULLARY[word]
         else:
             raise ParseError(f"cannot read the action {ln[:80]!r}: CLICK <point>[[x, y]]</point>, TYPE [text], "
                              "SCROLL [UP], OPEN_APP [app], PRESS_BACK, PRESS_HOME, WAIT, COMPLETE")
@@ -355,7 +362,7 @@ _SHOWUI_SCROLL: dict[str, Operation] = {"down": PageDown(), "up": PageUp(), "lef
 def _k(v: float) -> int:
     if abs(v) > 1.5:
         raise ParseError(f"ShowUI's position is 0..1 of the screenshot, got {v}")
-    return round(v * 1000)
+    return round(v * UNIT_GRID)
 
 
 def _showui(text: str) -> FamilyReply | None:

@@ -224,7 +224,8 @@ def _from_text(text: str) -> tuple[list[tuple[Operation, str]], str]:
     calls: list[Mapping[str, Any]] = []
     said = ""
     for obj in objects(body):
-        items = obj.get("output") if isinstance(obj.get("output"), list) else [obj]
+        out = obj.get("output")
+        items: list[Any] = out if isinstance(out, list) else [obj]
         for item in items:
             if not isinstance(item, Mapping):
                 continue

@@ -18,7 +18,8 @@ one block: the first runs, the rest are recorded as dropped (a ``moveTo`` right 
 Coordinates (the model README, "Important Notes on Coordinate Systems"): OpenCUA-7B / 32B
 / 72B (Qwen2.5-VL) answer pixels of the screenshot smart-resized with factor 28,
 min_pixels 3136, max_pixels 12845056; OpenCUA-Qwen2-7B answers 0..1 of the image (read on
-a 0..1000 grid here). The model name picks the variant.
+an integer grid of 0..10000 here, fine enough for
+any screen's pixels). The model name picks the variant.
 """
 
 from __future__ import annotations
@@ -39,6 +40,10 @@ from models.llm.families.mouse import (
 )
 from models.llm.replytext import strip_reasoning
 from protocol.operations import Ask, Back, Exit, OpenApp, Operation, Stop, TypeText, Wait
+
+# 0..1 answers are read on this integer grid (the operations hold integers): a quarter of a
+# pixel on a 2400-pixel screen, where a 0..1000 grid would move a point by up to 1.2 px.
+UNIT_GRID = 10000
 
 _FN = '{{"name": "computer.{name}", "description": "{what}", "parameters": {{"type": "object", "properties": {{{props}}}, "required": [{req}]}}}}'
 
@@ -161,7 +166,7 @@ class OpenCUAFamily(FamilyBase):
     def geometry(self, screen_w: int, screen_h: int) -> Geometry:
         sw, sh = self.sent_size(screen_w, screen_h)
         if self.variant == "qwen2":
-            return Geometry(screen_w, screen_h, sw, sh, "relative", 1000)
+            return Geometry(screen_w, screen_h, sw, sh, "relative", UNIT_GRID)
         h, w = smart_resize(sh, sw, factor=28, min_pixels=3136, max_pixels=12845056)
         return Geometry(screen_w, screen_h, w, h, "image", sent_w=sw, sent_h=sh)
 
@@ -171,7 +176,7 @@ class OpenCUAFamily(FamilyBase):
             x, y = x
         if not all(isinstance(v, int | float) and not isinstance(v, bool) for v in (x, y)):
             raise ParseError(f"{call.name} needs x and y: a phone has no cursor to act at ({call.text[:80]})")
-        scale = 1000 if self.variant == "qwen2" else 1  # 0..1 read on the 0..1000 grid
+        scale = UNIT_GRID if self.variant == "qwen2" else 1  # 0..1 read on the integer grid
         return round(x * scale), round(y * scale)
 
     def _operation(self, call: _Call, prev: _Call | None) -> Operation | None:
@@ -231,7 +236,8 @@ class OpenCUAFamily(FamilyBase):
                 raise ParseError(f"press {keys!r} {presses} times has no phone meaning: one key a step")
             return key_operation([str(k) for k in keys] if isinstance(keys, list) else [str(keys)])
         if n == "hotkey":
-            return key_operation([str(k) for k in call.args] or [str(call.kw.get("keys", ""))])
+            keys = call.kw.get("keys", call.args)
+            return key_operation([str(k) for k in keys] if isinstance(keys, list | tuple) else [str(keys)])
         if n == "sleep":
             return Wait()
         raise ParseError(f"pyautogui.{call.name} has no phone meaning: click, rightClick, moveTo+dragTo, "
