@@ -1018,3 +1018,13 @@ def test_grounding_refusals(model: str, reply: str) -> None:
 @pytest.mark.parametrize("screen", [PHONE, TABLET])
 def test_new_planner_prompts_and_images(name: str, screen: tuple[int, int]) -> None:
     test_planner_prompt_and_image(name, screen)
+
+
+def test_cogagent_chat_grounded_operations() -> None:
+    # CogAgent-chat's grounded operations in the chat model's own words, as issue 39 names
+    # them (000-999): not a captured reply, a check of the two spellings
+    assert parsed("glm", "THUDM/cogagent-chat-hf", "Next Action: Tap the search bar.\nGrounded Operation: "
+                  "tap [[500,100]]", PHONE) == TapPoint(540, 240)
+    assert parsed("glm", "THUDM/cogagent-chat-hf", "Grounded Operation: CLICK at the box [[100,200,300,400]]",
+                  PHONE) == TapPoint(216, 720)
+    refused("glm", "THUDM/cogagent-chat-hf", "Grounded Operation: tap [[500,")
