@@ -42,6 +42,7 @@ from models.llm import (
 )
 from models.llm.messages import ROLES
 from models.llm.prompts.planner import (
+    dropped_feedback,
     incomplete_feedback,
     judge_feedback,
     not_found_feedback,
@@ -431,6 +432,8 @@ class _Episode:
         self.guard = LoopGuard(self.settings.loop_guard)
         self.history: list[PastStep] = []
         self.feedback: list[str] = []
+        # The next prompt's line on the actions the last reply carried after its first.
+        self.dropped_note = ""
         # The memory (Mobile-Agent-v2): the running progress and the notes kept, in every
         # prompt; this step's Observation and Thought go into its history record.
         self.progress = ""
@@ -548,7 +551,8 @@ class _Episode:
         op = decision.operation
         await self.send(Plan(observation=decision.observation[:4000],
                              thought=decision.thought[:4000], action=decision.action[:1000],
-                             operation=op, parse_error=decision.parse_error[:1000]))
+                             operation=op, parse_error=decision.parse_error[:1000],
+                             dropped=tuple(d[:1000] for d in decision.dropped[:20])))
         # The reply that reached the cap is on record (its Plan), and never executed.
         self.check_cost_cap()
         self.feedback = []
@@ -557,6 +561,11 @@ class _Episode:
             await self.refuse_unusable(decision, before)
             return ctx, None
         self.unusable = 0
+        if decision.dropped:
+            # One action a step: the first runs, the model hears which did not.
+            log.info("actions_dropped", episode=self.episode_id, run=decision.action[:200],
+                     dropped=[d[:200] for d in decision.dropped])
+            self.dropped_note = dropped_feedback(decision.action, decision.dropped)
         if self.settings.notes and decision.memory:
             await self.keep_note(decision.memory, "field")
         if self.settings.planning == "inline" and decision.progress:
@@ -898,6 +907,9 @@ class _Episode:
     def context(self, before: Frame, hints: tuple[str, ...] = ()) -> StepContext:
         steers = self.agent.control.take_steers()
         feedback = [*self.feedback, *(f"The user says: {t}" for t in steers)]
+        if self.dropped_note:  # said once, in the prompt right after the reply that had them
+            feedback.append(self.dropped_note)
+            self.dropped_note = ""
         feedback.extend(frame_notes(before.flags))
         settings = self.settings
         return StepContext(

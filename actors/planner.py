@@ -22,6 +22,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
+import structlog
+
 from models.llm import ChatModel, LLMReply, LLMSettings, UnparsableReply
 from models.llm.families import Family, get_family
 from models.llm.families.answers import answer_format
@@ -35,6 +37,8 @@ from models.llm.prompts.shared import PastStep
 from models.llm.replytext import kept_memory
 from protocol.operations import Operation
 
+log = structlog.get_logger(__name__)
+
 
 @dataclass(frozen=True)
 class Decision:
@@ -46,6 +50,7 @@ class Decision:
     replies: tuple[LLMReply, ...] = ()  # every LLM call made, for LlmUsage events
     progress: str = ""  # the reply's progress field (agent.planning = "inline"), "" if none
     memory: str = ""  # the reply's memory field: content to keep, "" if none
+    dropped: tuple[str, ...] = ()  # actions the reply carried after the first: not run
 
 
 @dataclass(frozen=True)
@@ -159,6 +164,10 @@ class RoleSetup:
             # The planner role's image size: the family's coordinates refer to that image.
             planner = get_family(settings.family.planner, rc.model,
                                  max_image_side=rc.max_image_side)
+        limitation = str(getattr(planner, "limitation", ""))
+        if limitation:  # a grounding-only model named as the planner: say what it cannot do
+            log.warning("planner_cannot_navigate", model=rc.model, family=planner.name,
+                        problem=f"the planner is {limitation}")
         return cls(
             planner,
             chooser=get_family(settings.family.chooser, settings.model_for("chooser")).name,
@@ -216,7 +225,8 @@ class LLMPolicy:
                             replies=exc.replies)
         r = parsed.value
         return Decision(r.observation, r.thought, r.action_text, r.action, replies=parsed.replies,
-                        progress=r.progress.strip(), memory=kept_memory(r.memory))
+                        progress=r.progress.strip(), memory=kept_memory(r.memory),
+                        dropped=r.dropped)
 
     async def choose(
         self, ctx: StepContext, target: str, image: bytes, labels: Sequence[int],

@@ -1077,20 +1077,26 @@ NEW_STANDINS: dict[str, tuple[str, str]] = {
     "gui-owl-1.5": ("gui-owl-1.5", "mPLUG/GUI-Owl-1.5-8B"),
     "mai-ui": ("mai-ui", "Tongyi-MAI/MAI-UI-8B"),
     "uitars-doubao": ("uitars-doubao", "doubao-1-5-ui-tars-250428"),
+    # issue 39: OpenAI's computer use (GA batch, preview) and OpenCUA's pyautogui code
+    "openai": ("openai", "gpt-5.4"),
+    "openai-preview": ("openai-preview", "computer-use-preview"),
+    "opencua": ("opencua", "OpenCUA/OpenCUA-7B"),
+    # a grounding model (OS-Atlas Base, 0..1000 box tokens): a localizer, like Holo
+    "grounding": ("grounding", "OS-Copilot/OS-Atlas-Base-7B"),
 }
 # The Holo models localize one element a reply (a tap): they cannot open an app, type or
 # scroll, so a planner of theirs cannot finish a Mobile-Eval task (they are grounders).
-LOCALIZERS = ("holo", "holo-1.5", "holo-1")
+LOCALIZERS = ("holo", "holo-1.5", "holo-1", "grounding")
 
 
 def new_model_space(key: str, received: tuple[int, int]) -> tuple[float, float] | None:
     """The far right and bottom edge in the model's numbers (None: not a newer family)."""
     w, h = received
-    if key in ("venus-1.0", "holo-1.5", "holo-1", "gui-owl"):
+    if key in ("venus-1.0", "holo-1.5", "holo-1", "gui-owl", "opencua"):
         # Qwen2.5-VL processors: pixels of the smart-resize (factor 28) of the image received
         hh, ww = smart_resize(h, w, 28, 3136, 12845056)
         return float(ww), float(hh)
-    if key == "claude":  # pixels of the screenshot as sent (display_width_px x height)
+    if key in ("claude", "openai", "openai-preview"):  # pixels of the screenshot as sent
         return float(w), float(h)
     if key == "mai-ui":  # 0-999, divided by 999
         return 999.0, 999.0
@@ -1197,12 +1203,27 @@ def new_family_reply(key: str, op: Operation, aim: Aim, rng: random.Random) -> B
             return Behaviour.reply("The target is not an element on the screen.")
         form = {"holo-1": f"Click({p[0]}, {p[1]})",
                 "holo-1.5": json.dumps({"action": "click_absolute", "x": p[0], "y": p[1]}),
-                "holo": json.dumps({"x": p[0], "y": p[1]})}[key]
+                "holo": json.dumps({"x": p[0], "y": p[1]}),
+                "grounding": "<|object_ref_start|>the target<|object_ref_end|><|box_start|>"
+                             + "({},{}),({},{})".format(*_box(aim)) + "<|box_end|>"}[key]
         return Behaviour.reply(form)
     if key == "claude":
         name, args = _claude_call(op, tap, p, cx, _i(mh / 2))
         return Behaviour(text=rng.choice([None, "I'll do the next step."]),
                          tool_calls=((name, json.dumps(args)),))
+    if key in ("openai", "openai-preview"):
+        name, args = _openai_call(op, tap, p)
+        if name == "computer" and key == "openai":
+            # the GA tool's batch: one action, sometimes with a trailing wait the model adds
+            # (dropped: one action a step)
+            batch = [args["action"]] + ([{"type": "wait"}] if rng.random() < 0.3 else [])
+            args = {"actions": batch}
+        return Behaviour(text=rng.choice([None, "I'll do the next step."]),
+                         tool_calls=((name, json.dumps(args)),))
+    if key == "opencua":
+        code = _opencua_code(op, tap, p, rng)
+        return Behaviour.reply("## Thought:\nThe next step of the task.\n\n## Action:\nDo the next step.\n\n"
+                               f"## Code:\n```python\n{code}\n```")
     if key == "gemini":
         name, args = _gemini_call(op, tap, p, fp)
         return Behaviour(text=None, tool_calls=((name, json.dumps(args)),))
@@ -1324,6 +1345,51 @@ def _claude_call(op: Operation, tap: bool, p: tuple[int, int], cx: int, cy: int
     return "computer", {"action": "wait", "duration": 1}
 
 
+def _openai_call(op: Operation, tap: bool, p: tuple[int, int]) -> tuple[str, dict[str, Any]]:
+    """OpenAI computer use through the functions the family offers (``computer`` with one
+    ``action``; the GA caller wraps it in ``actions``)."""
+    match op:
+        case _ if tap:
+            return "computer", {"action": {"type": "click", "button": "left", "x": p[0], "y": p[1]}}
+        case OpenApp(name=n):
+            return "open_app", {"name": n}
+        case TypeText(text=t):
+            return "computer", {"action": {"type": "type", "text": t}}
+        case PageDown():
+            return "computer", {"action": {"type": "scroll", "x": p[0], "y": p[1], "scroll_x": 0, "scroll_y": 600}}
+        case Enter():
+            return "computer", {"action": {"type": "keypress", "keys": ["ENTER"]}}
+        case Back():
+            return "computer", {"action": {"type": "keypress", "keys": ["ESC"]}}
+        case Exit():
+            return "computer", {"action": {"type": "keypress", "keys": ["HOME"]}}
+        case Stop():
+            return "done", {"summary": "The task is done."}
+    return "computer", {"action": {"type": "wait"}}
+
+
+def _opencua_code(op: Operation, tap: bool, p: tuple[int, int], rng: random.Random) -> str:
+    """OpenCUA's code for ``op``: pyautogui, or the phone functions its prompt declares."""
+    match op:
+        case _ if tap:
+            return f"pyautogui.click(x={p[0]}, y={p[1]})"
+        case OpenApp(name=n):
+            return f"computer.open_app(name={n!r})"
+        case TypeText(text=t):
+            return f"pyautogui.write(message={t!r})"
+        case PageDown():
+            return rng.choice(["pyautogui.scroll(-5)", f"pyautogui.moveTo(x={p[0]}, y={p[1]})\npyautogui.scroll(-5)"])
+        case Enter():
+            return "pyautogui.press(keys=['enter'])"
+        case Back():
+            return "computer.back()"
+        case Exit():
+            return "computer.home()"
+        case Stop():
+            return "computer.terminate(status='success')"
+    return "computer.wait()"
+
+
 def _gemini_call(op: Operation, tap: bool, p: tuple[int, int], fp: tuple[int, int]
                  ) -> tuple[str, dict[str, Any]]:
     match op:
@@ -1372,6 +1438,8 @@ def new_family_malformed(key: str, rng: random.Random) -> Behaviour:
                   Behaviour.reply("<THINK> x </THINK>\nexplain:x\taction:FLY\tsummary:x")],
         "holo": [Behaviour.reply("I cannot find that element."), Behaviour.reply('{"x": 12'),
                  Behaviour.reply(loop)],
+        "grounding": [Behaviour.reply("<|object_ref_start|>x<|object_ref_end|><|box_start|>(12,"),
+                      Behaviour.reply("NONE"), Behaviour.reply("The element is at the top.")],
         "claude": [Behaviour.reply("I'll tap the button on the screen."),
                    Behaviour.tool_call("computer", json.dumps({"action": "mouse_move", "coordinate": [10, 10]})),
                    Behaviour.tool_call("computer", json.dumps({"action": "left_click"})),
@@ -1382,6 +1450,17 @@ def new_family_malformed(key: str, rng: random.Random) -> Behaviour:
         "gui-owl": [*qwen_bad, Behaviour.reply("<thinking>\ntap it\n</thinking>\n<conclusion>\ntap\n</conclusion>")],
         "gui-owl-1.5": [*qwen_bad, Behaviour.reply("Action: tap the search box.")],
         "mai-ui": [*qwen_bad, Behaviour.reply("<thinking>\nI will tap the box.\n</thinking>")],
+        "openai": [Behaviour.tool_call("computer", json.dumps({"actions": [{"type": "keypress", "keys": ["CTRL", "O"]}]})),
+                   Behaviour.tool_call("computer", json.dumps({"actions": [{"type": "move", "x": 10, "y": 10}]})),
+                   Behaviour.tool_call("computer", '{"actions": [{"type": "cli'),
+                   Behaviour.reply("I clicked the button.")],
+        "openai-preview": [Behaviour.tool_call("computer", json.dumps({"action": {"type": "click"}})),
+                           Behaviour.tool_call("computer", json.dumps({"action": {"type": "keypress", "keys": ["ALT", "TAB"]}})),
+                           Behaviour.reply("I will click the button.")],
+        "opencua": [Behaviour.reply("## Action:\nClick the button.\n\n## Code:\n```python\npyautogui.hotkey('ctrl', 'o')\n```"),
+                    Behaviour.reply("## Action:\nClick the button.\n\n## Code:\n```python\npyautogui.click(x=12,\n```"),
+                    Behaviour.reply("## Thought:\nI need to look at the screen first."),
+                    Behaviour.reply("## Code:\n```python\npyautogui.moveTo(x=10, y=10)\n```")],
         "uitars-doubao": [Behaviour.reply("Thought: tap it.\nAction：click(point='')"),
                           Behaviour.reply("Thought: tap it.\nAction："),
                           Behaviour.reply("Thought: " + loop)],

@@ -96,6 +96,8 @@ class RoleResult:
     parsed: bool = False
     mapped: str = ""  # what the reply maps to, or why it does not parse
     error: str = ""
+    # What the role's model cannot do in this role (a grounding-only model as the planner).
+    warning: str = ""
 
 
 def launcher_screen(seed: int = 0) -> tuple[bytes, list[tuple[str, tuple[int, int, int, int]]]]:
@@ -191,7 +193,7 @@ def grounder_probe(family: Family, png: bytes,
     geom = family.geometry(*size)
 
     def ground(text: str, calls: tuple[ToolCall, ...]) -> str:
-        got = parse_grounder_reply(text, geom)
+        got = parse_grounder_reply(text, geom, family)
         if got is None:
             return "not on the screen"
         x, y = got.point
@@ -226,7 +228,8 @@ async def check_roles(llm: LLMClient, roles: Sequence[Role], *, seed: int = 0,
             "" if role_fams[role] == "react" else
             role_fams[role] + (" (auto, from the model name)" if own == "auto" else ""))
         res = RoleResult(role=role, model=rc.model, endpoint=rc.endpoint, reachable=False,
-                         family=shown)
+                         family=shown,
+                         warning=str(getattr(fam, "limitation", "")) if role == "planner" else "")
         t0 = time.monotonic()
         try:
             reply = await llm.chat(role, probe.messages, options=probe.options or None)
@@ -257,6 +260,8 @@ def human(res: RoleResult) -> str:
     if res.family:
         head += f"  family={res.family}"
     head += f"  endpoint={res.endpoint}  latency={res.latency_s:.2f}s"
+    if res.warning:
+        head += f"\n  WARNING: the planner is {res.warning}"
     if not res.reachable:
         return f"{head}\n  error: {res.error}"
     cost = f"  cost=${res.cost_usd:.4f}" if res.cost_usd is not None else ""

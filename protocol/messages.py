@@ -312,6 +312,8 @@ class Plan(Msg, tag="plan", frozen=True):
     action: str
     operation: Operation | None = None
     parse_error: str = ""
+    # The actions the reply carried after the first, as written: not run (one a step).
+    dropped: tuple[str, ...] = ()
 
 
 class ActionDone(Msg, tag="action_done", frozen=True):

@@ -108,6 +108,8 @@ def grounder_prompt(family: Family, geom: Geometry, target: str) -> str:
         case "holo":
             return _HOLO.format(system=getattr(family, "system_prompt", "").strip(),
                                 target=target)
+        case "grounding":  # SeeClick, OS-Atlas, ShowUI, UGround, ...: each its own prompt
+            return str(family.grounding_prompt(target, geom))  # type: ignore[attr-defined]
     return _GENERIC.format(convention=_convention(geom), target=target)
 
 
@@ -182,8 +184,11 @@ def to_answer(nums: list[float], geom: Geometry, text: str = "") -> GrounderAnsw
     return GrounderAnswer(((x1 + x2) // 2, (y1 + y2) // 2), (x1, y1, x2, y2), text)
 
 
-def parse_grounder_reply(text: str, geom: Geometry) -> GrounderAnswer | None:
-    nums = read_numbers(text)
+def parse_grounder_reply(text: str, geom: Geometry, family: Family | None = None) -> GrounderAnswer | None:
+    """A grounder's reply in device pixels; ``family``: a family that reads its own
+    grounding answers (``read_point``: the grounding models' box tokens, 0..1 points)."""
+    reader = getattr(family, "read_point", None)
+    nums = reader(text) if reader is not None else read_numbers(text)
     return None if nums is None else to_answer(nums, geom, text[:300])
 
 
@@ -228,7 +233,7 @@ class ModelGrounder:
         except TimeoutError:
             raise LLMTimeout(f"grounder: no answer within {self.timeout_s:g} s") from None
         try:
-            return parse_grounder_reply(reply.text, geom)
+            return parse_grounder_reply(reply.text, geom, self.family)
         except ParseError as exc:
             self.unusable += 1
             log.warning("grounder_unusable", model=reply.model, problem=str(exc),

@@ -21,6 +21,7 @@ from PIL import Image
 from models.llm import ImageInput
 from models.llm.errors import ParseError
 from models.llm.families import ToolCall, get_family
+from models.llm.families.grounding import GroundingFamily
 from models.llm.prompts.planner import PlannerInput
 from protocol.operations import (
     Ask,
@@ -31,6 +32,7 @@ from protocol.operations import (
     OpenApp,
     Operation,
     PageDown,
+    PageUp,
     Stop,
     Swipe,
     SwipePoints,
@@ -790,3 +792,239 @@ def test_planner_prompt_and_image(name: str, screen: tuple[int, int]) -> None:
     with Image.open(io.BytesIO(images[-1])) as im:
         assert im.size == geom.sent_size and max(im.size) <= 1024
     msgspec.json.encode(fam.request_options())
+
+
+# -- OpenAI computer use (openai): pixels of the screenshot as sent (here the screen itself)
+
+_OPENAI_GUIDE = "https://platform.openai.com/docs/guides/tools-computer-use"
+_OPENAI_FIELD_GUIDE = "https://rkalani1.github.io/agent-builder-field-guide/browser-use/openai/"
+_OPENAI_SAMPLE = "https://github.com/openai/openai-cua-sample-app/blob/main/README.md"
+
+OPENAI_PREVIEW = [
+    # the guide's computer_call output item (computer-use-preview)
+    Case(_OPENAI_GUIDE, '{"type": "computer_call", "id": "cu_67cc", "call_id": "call_zw3", "action": '
+         '{"button": "left", "type": "click", "x": 156, "y": 50}, "pending_safety_checks": [], '
+         '"status": "completed"}', TapPoint(156, 50)),
+    # the same item in a Responses output list, as a log prints the response
+    Case(_OPENAI_GUIDE, '{"output": [{"type": "reasoning", "id": "rs_1", "summary": []}, {"type": "computer_call", '
+         '"id": "cu_67cc", "call_id": "call_zw3", "action": {"button": "left", "type": "click", "x": 156, "y": 50}, '
+         '"pending_safety_checks": [], "status": "completed"}]}', TapPoint(156, 50)),
+    # the sample app's action table, each as its output item carries it
+    Case(_OPENAI_SAMPLE, '{"type": "computer_call", "action": {"type": "scroll", "x": 24, "y": 150, '
+         '"scroll_x": 0, "scroll_y": -100}}', PageUp()),
+    Case(_OPENAI_SAMPLE, '{"type": "computer_call", "action": {"type": "drag", "path": [[24, 150], [100, 200]]}}',
+         SwipePoints(24, 150, 100, 200)),
+    Case(_OPENAI_SAMPLE, '{"type": "computer_call", "action": {"type": "double_click", "x": 24, "y": 150}}',
+         TapPoint(24, 150)),
+    Case(_OPENAI_SAMPLE, '{"type": "computer_call", "action": {"type": "type", "text": "Hello, World!"}}',
+         TypeText("Hello, World!")),
+    Case(_OPENAI_SAMPLE, '{"type": "computer_call", "action": {"type": "click", "button": "right", "x": 24, "y": 150}}',
+         LongPressPoint(24, 150)),
+]
+
+
+@pytest.mark.parametrize("case", OPENAI_PREVIEW, ids=lambda c: c.reply[-40:])
+def test_openai_preview_corpus(case: Case) -> None:
+    check("openai", "computer-use-preview", case)
+
+
+def test_openai_ga_runs_the_first_of_a_batch_and_records_the_rest() -> None:
+    # the GA tool's batch as the field guide quotes it: the click runs, the typing is dropped
+    fam = get_family("auto", "gpt-5.4")
+    assert (fam.name, getattr(fam, "variant", "")) == ("openai", "ga")
+    reply = ('{"type": "computer_call", "id": "cu_1", "call_id": "call_1", "actions": '
+             '[{"type": "click", "x": 405, "y": 157}, {"type": "type", "text": "penguin"}], "status": "completed"}')
+    r = fam.parse(reply, fam.geometry(*PHONE))
+    assert r.operation == TapPoint(405, 157), _OPENAI_FIELD_GUIDE
+    assert r.dropped == ('{"type":"type","text":"penguin"}',)
+    # the same through the function the endpoint offers
+    call = ToolCall("computer", '{"actions": [{"type": "click", "x": 405, "y": 157}, {"type": "type", "text": "penguin"}]}')
+    r = fam.parse("", fam.geometry(*PHONE), (call,))
+    assert r.operation == TapPoint(405, 157) and len(r.dropped) == 1
+    assert fam.parse("", fam.geometry(*PHONE), (ToolCall("open_app", '{"name": "Clock"}'),)).operation == OpenApp("Clock")
+
+
+def test_openai_reads_the_sdk_printout_and_auto() -> None:
+    fam = get_family("auto", "computer-use-preview-2025-03-11")
+    assert getattr(fam, "variant", "") == "preview"
+    text = ("ResponseComputerToolCall(id='cu_67cc', action=ActionClick(button='left', type='click', x=156, y=50), "
+            "call_id='call_zw3', pending_safety_checks=[], status='completed', type='computer_call')")
+    assert fam.parse(text, fam.geometry(*PHONE)).operation == TapPoint(156, 50)
+    assert get_family("auto", "gpt-5").name == "react" and get_family("auto", "gpt-4o").name == "react"
+    tools = fam.request_options()["tools"]
+    assert "1080" in tools[0]["function"]["description"]  # the screen declared in the tool
+
+
+@pytest.mark.parametrize("reply", [
+    *COMMON_REFUSALS,
+    '{"type": "computer_call", "action": {"type": "keypress", "keys": ["CTRL", "C"]}}',  # the sample app's
+    '{"type": "computer_call", "action": {"type": "move", "x": 24, "y": 150}}',
+    '{"type": "computer_call", "action": {"type": "click", "button": "wheel", "x": 24, "y": 150}}',
+    '{"type": "computer_call", "action": {"type": "click"}}',
+    '{"type": "computer_call", "actions": []}',
+    '{"type": "message", "content": [{"type": "output_text", "text": "I clicked it."}]}',
+])
+def test_openai_refusals(reply: str) -> None:
+    refused("openai", "gpt-5.4", reply)
+
+
+def test_a_shortcut_is_refused_with_a_reason_the_model_can_act_on() -> None:
+    with pytest.raises(ParseError, match="CTRL\\+O has no meaning on a phone.*menu or button"):
+        parsed("openai", "gpt-5.4", '{"type": "computer_call", "action": {"type": "keypress", "keys": ["CTRL", "O"]}}',
+               PHONE)
+
+
+# -- OpenCUA (opencua): a Code block of pyautogui calls
+
+_OPENCUA_README = "https://github.com/xlang-ai/OpenCUA/blob/main/model/README.md"
+_AGENTNET = ("https://github.com/xlang-ai/OpenCUA/blob/main/evaluation/agentnetbench/sample_data/")
+_OPENCUA_AGENT = "https://github.com/xlang-ai/OpenCUA/blob/main/evaluation/agentnetbench/agent/opencua.py"
+
+# OpenCUA-Qwen2-7B (0..1): AgentNet's reference steps, the code the model is trained to write
+OPENCUA_QWEN2 = [
+    Case(_OPENCUA_README, "```python\npyautogui.click(x=0.5, y=0.3)\n```", TapPoint(540, 720), TapPoint(800, 768)),
+    Case(_AGENTNET + "s_5473959e0f6e21f7.json",
+         "## Action:\nDrag to select the paragraph.\n\n## Code:\n```python\npyautogui.moveTo(x=0.328, y=0.4697)\n"
+         "pyautogui.dragTo(x=0.5025, y=0.6039, button='left')\n```",
+         SwipePoints(354, 1127, 543, 1449), SwipePoints(525, 1202, 804, 1546)),
+    Case(_AGENTNET + "s_5473959e0f6e21f7.json", "## Code:\n```python\npyautogui.click(x=0.7007, y=0.9438)\n```",
+         TapPoint(757, 2265), TapPoint(1121, 2416)),
+    Case(_AGENTNET + "s_c53b113bf3e7d362.json", "## Code:\n```python\npyautogui.rightClick(x=0.6152, y=0.5337)\n```",
+         LongPressPoint(664, 1281), LongPressPoint(984, 1366)),
+    Case(_AGENTNET + "s_7f27a11115e596eb.json", "## Code:\n```python\npyautogui.moveTo(x=0.4496, y=0.7349)\n"
+         "pyautogui.scroll(-54)\n```", PageDown()),
+    Case(_AGENTNET + "s_5473959e0f6e21f7.json", "## Code:\n```python\ncomputer.terminate(status='success')\n```",
+         Stop()),
+    Case(_AGENTNET + "s_5473959e0f6e21f7.json", "## Code:\n```python\npyautogui.press(keys=['enter'])\n```", Enter()),
+]
+
+
+@pytest.mark.parametrize("case", OPENCUA_QWEN2, ids=lambda c: c.reply[-40:])
+def test_opencua_qwen2_corpus(case: Case) -> None:
+    check("opencua", "OpenCUA/OpenCUA-Qwen2-7B", case)
+
+
+def test_opencua_7b_pixels_of_the_smart_resize_and_its_readme_reply() -> None:
+    # OpenCUA-7B's README example: the centre of a phone's 1092x2408 resize is (540, 1200)
+    assert parsed("opencua", "OpenCUA/OpenCUA-7B", "```python\npyautogui.click(x=546, y=1204)\n```", PHONE) \
+        == TapPoint(540, 1200), _OPENCUA_README
+    # the README's grounding answer on a 1920x1080 screenshot (smart-resized to 1932x1092), the
+    # image known apart from the screen (llm parse --image)
+    fam = get_family("auto", "OpenCUA/OpenCUA-32B", image=(1920, 1080))
+    assert (fam.name, getattr(fam, "variant", "")) == ("opencua", "qwen25")
+    op = fam.parse("```python\npyautogui.click(x=1443, y=343)\n```", fam.geometry(1920, 1080)).operation
+    assert op == TapPoint(1434, 339), _OPENCUA_README
+
+
+def test_opencua_runs_the_first_line_and_keeps_its_thought() -> None:
+    # AgentNet s_7f27a11115e596eb: typing and Enter in one block; one action a step
+    fam = get_family("auto", "OpenCUA/OpenCUA-Qwen2-7B")
+    r = fam.parse("## Thought:\nI will search for Spotify.\n\n## Action:\nType SPOTIFY and press enter\n\n## Code:\n"
+                  "```python\npyautogui.write(message='SPOTIFY')\npyautogui.press(keys=['enter'])\n```",
+                  fam.geometry(*PHONE))
+    assert r.operation == TypeText("SPOTIFY") and r.dropped == ("pyautogui.press(keys=['enter'])",)
+    assert r.thought == "I will search for Spotify.", _AGENTNET + "s_7f27a11115e596eb.json"
+
+
+@pytest.mark.parametrize("reply", [
+    *COMMON_REFUSALS,
+    "## Code:\n```python\npyautogui.hotkey(keys=['ctrl', 'c'])\n```",  # AgentNet s_5473959e0f6e21f7
+    "## Code:\n```python\npyautogui.moveTo(x=0.5, y=0.5)\n```",
+    "## Code:\n```python\npyautogui.click(\n```",
+    "## Code:\n```python\nimport os; os.system('rm -rf /')\n```",
+    "## Action:\nClick the button",
+])
+def test_opencua_refusals(reply: str) -> None:
+    refused("opencua", "OpenCUA/OpenCUA-Qwen2-7B", reply)
+
+
+# -- grounding models (grounding): as planners a tap; OS-Atlas Pro and ShowUI navigate
+
+_SEECLICK = "https://github.com/njucckevin/SeeClick/blob/main/readme.md"
+_SEECLICK_AITW = "https://github.com/njucckevin/SeeClick/blob/main/agent_tasks/aitw_process.py"
+_ATLAS = "https://github.com/OS-Copilot/OS-Atlas/blob/main/README.md"
+_ATLAS_AC = "https://github.com/OS-Copilot/OS-Atlas/blob/main/eval/data/ac_test.jsonl"
+_ATLAS_ACT = "https://github.com/OS-Copilot/OS-Atlas/blob/main/eval/data/gui_act_mobile_test.jsonl"
+_SHOWUI = "https://github.com/showlab/ShowUI/blob/main/QUICK_START.md"
+_GUI_ACTOR = "https://github.com/microsoft/GUI-Actor/blob/main/README.md"
+
+GROUNDING = [
+    ("cckevinn/SeeClick", Case(_SEECLICK, "(0.17,0.06)", TapPoint(184, 144), TapPoint(272, 154))),
+    ("cckevinn/SeeClick", Case(_SEECLICK, "(0.59,0.06)", TapPoint(637, 144), TapPoint(944, 154))),
+    ("cckevinn/SeeClick", Case(_SEECLICK, "(0.82,0.06)", TapPoint(886, 144), TapPoint(1312, 154))),
+    ("cckevinn/SeeClick", Case(_SEECLICK_AITW, '{"action_type": 4, "click_point": (0.49,0.40)}',
+                               TapPoint(529, 960), TapPoint(784, 1024))),
+    ("OS-Copilot/OS-Atlas-Base-7B", Case(
+        _ATLAS, "<|object_ref_start|>language switch<|object_ref_end|><|box_start|>(576,12),(592,42)<|box_end|>"
+                "<|im_end|>", TapPoint(631, 65), TapPoint(934, 69))),
+    ("OS-Copilot/OS-Atlas-Pro-7B", Case(_ATLAS_AC, "thoughts:\nClick on the more options icon at the top right corner "
+                                        "of the screen.\nactions:\nCLICK <point>[[950,87]]</point>",
+                                        TapPoint(1026, 209), TapPoint(1520, 223))),
+    ("OS-Copilot/OS-Atlas-Pro-7B", Case(_ATLAS_AC, "thoughts:\nLong press on the \"the Queen's Gambit\" book.\n"
+                                        "actions:\nLONG_PRESS <point>[[108,272]]</point>",
+                                        LongPressPoint(117, 653), LongPressPoint(173, 696))),
+    ("OS-Copilot/OS-Atlas-Pro-7B", Case(_ATLAS_AC, "thoughts:\nopen the PocketBook app.\nactions:\nOPEN_APP [PocketBook]",
+                                        OpenApp("PocketBook"))),
+    ("OS-Copilot/OS-Atlas-Pro-7B", Case(_ATLAS_ACT, "actions:\nCLICK <point>[[503,981]]</point>",
+                                        TapPoint(543, 2354), TapPoint(805, 2511))),
+    ("showlab/ShowUI-2B", Case(_SHOWUI, "[0.73, 0.21]", TapPoint(788, 504), TapPoint(1168, 538))),
+    ("showlab/ShowUI-2B", Case(_SHOWUI, "{'action': 'CLICK', 'value': None, 'position': [0.49, 0.42]},\n"
+                                        "{'action': 'INPUT', 'value': 'weather for New York city', 'position': [0.49, 0.42]},\n"
+                                        "{'action': 'ENTER', 'value': None, 'position': None}",
+                               TapPoint(529, 1008), TapPoint(784, 1075))),
+    ("microsoft/GUI-Actor-7B-Qwen2.5-VL", Case(_GUI_ACTOR, "[0.9709, 0.1548]", TapPoint(1049, 372), TapPoint(1553, 396))),
+]
+
+
+@pytest.mark.parametrize(("model", "case"), GROUNDING, ids=lambda v: v if isinstance(v, str) else v.reply[-30:])
+def test_grounding_corpus(model: str, case: Case) -> None:
+    check("auto", model, case)
+
+
+def test_showui_runs_the_first_of_its_three_dicts() -> None:
+    fam = get_family("auto", "showlab/ShowUI-2B")
+    r = fam.parse(GROUNDING[10][1].reply, fam.geometry(*PHONE))
+    assert len(r.dropped) == 2 and "INPUT" in r.dropped[0], _SHOWUI
+
+
+@pytest.mark.parametrize(("model", "navigates"), [
+    ("cckevinn/SeeClick", False), ("OS-Copilot/OS-Atlas-Base-7B", False), ("OS-Copilot/OS-Atlas-Pro-7B", True),
+    ("showlab/ShowUI-2B", True), ("osunlp/UGround-V1-7B", False), ("Aria-UI/Aria-UI-base", False),
+    ("xlangai/Jedi-7B-1080p", False), ("HelloKKMe/GTA1-7B-2507", False),
+    ("microsoft/GUI-Actor-7B-Qwen2.5-VL", False), ("inclusionAI/UI-Venus-Ground-7B", False),
+])
+def test_the_served_name_picks_grounding_or_navigation(model: str, navigates: bool) -> None:
+    fam = get_family("auto", model)
+    assert isinstance(fam, GroundingFamily) and fam.navigates is navigates
+    assert bool(fam.limitation) is not navigates  # the warning of a grounding-only planner
+    assert get_family("auto", "inclusionAI/UI-Venus-Navi-7B").name == "venus"
+
+
+@pytest.mark.parametrize(("model", "reply"), [
+    ("cckevinn/SeeClick", "(17, 6)"),  # SeeClick answers 0..1
+    ("microsoft/GUI-Actor-7B-Qwen2.5-VL", "pyautogui.click(<|pointer_start|><|pointer_pad|><|pointer_end|>)"),
+    ("OS-Copilot/OS-Atlas-Pro-7B", "actions:\nCLICK"),
+    ("OS-Copilot/OS-Atlas-Pro-7B", "actions:\nHOTKEY [ctrl+o]"),
+    ("showlab/ShowUI-2B", "{'action': 'HOVER', 'value': None, 'position': [0.5, 0.5]}"),
+    ("osunlp/UGround-V1-7B", "NONE"),
+    ("Aria-UI/Aria-UI-base", "The element is near the top."),
+    *((m, r) for m in ("xlangai/Jedi-7B-1080p",) for r in COMMON_REFUSALS),
+])
+def test_grounding_refusals(model: str, reply: str) -> None:
+    refused("auto", model, reply)
+
+
+@pytest.mark.parametrize("name", ["openai", "openai-preview", "opencua", "grounding"])
+@pytest.mark.parametrize("screen", [PHONE, TABLET])
+def test_new_planner_prompts_and_images(name: str, screen: tuple[int, int]) -> None:
+    test_planner_prompt_and_image(name, screen)
+
+
+def test_cogagent_chat_grounded_operations() -> None:
+    # CogAgent-chat's grounded operations in the chat model's own words, as issue 39 names
+    # them (000-999): not a captured reply, a check of the two spellings
+    assert parsed("glm", "THUDM/cogagent-chat-hf", "Next Action: Tap the search bar.\nGrounded Operation: "
+                  "tap [[500,100]]", PHONE) == TapPoint(540, 240)
+    assert parsed("glm", "THUDM/cogagent-chat-hf", "Grounded Operation: CLICK at the box [[100,200,300,400]]",
+                  PHONE) == TapPoint(216, 720)
+    refused("glm", "THUDM/cogagent-chat-hf", "Grounded Operation: tap [[500,")

@@ -101,3 +101,23 @@ def test_the_frame_is_sent_at_the_familys_size() -> None:
     assert isinstance(image, ImageInput)
     assert Image.open(io.BytesIO(image.data)).size == (461, 1024)
     assert "I will send it" in str(msgs[0].content[1])
+
+
+def test_grounding_models_get_their_trained_prompt_and_their_reading() -> None:
+    """As llm.roles.grounder: SeeClick's own question, its 0..1 answer; OS-Atlas's box tokens
+    (github.com/njucckevin/SeeClick readme.md; github.com/OS-Copilot/OS-Atlas README.md)."""
+    from models.llm.families import get_family
+    from models.llm.grounder import grounder_prompt, parse_grounder_reply
+
+    fam = get_family("auto", "cckevinn/SeeClick")
+    geom = fam.geometry(1080, 2400)
+    assert grounder_prompt(fam, geom, "add an event").startswith(
+        'In this UI screenshot, what is the position of the element corresponding to the command "add an event"')
+    got = parse_grounder_reply("(0.17,0.06)", geom, fam)
+    assert got is not None and got.point == (184, 144)
+    atlas = get_family("auto", "OS-Copilot/OS-Atlas-Base-7B")
+    g = atlas.geometry(1080, 2400)
+    got = parse_grounder_reply("<|object_ref_start|>language switch<|object_ref_end|><|box_start|>(576,12),"
+                               "(592,42)<|box_end|>", g, atlas)
+    assert got is not None and got.box == (622, 29, 639, 101) and got.point == (630, 65)
+    assert parse_grounder_reply("NONE", g, atlas) is None

@@ -243,3 +243,10 @@ def test_the_chooser_gets_a_close_up_of_each_box_it_has_one_for() -> None:
     texts = [p for p in parts if isinstance(p, str)]
     assert len(images) == 3 and images[1].data == crop  # the screen, then boxes 1 and 3
     assert texts[1:] == ["Box 1 close up:", "Box 3 close up:"]
+
+
+def test_dropped_actions_are_named_in_the_next_prompt() -> None:
+    from models.llm.prompts.planner import dropped_feedback
+
+    line = dropped_feedback('{"type":"click","x":405,"y":157}', ('{"type":"type","text":"penguin"}',))
+    assert "2 actions" in line and "penguin" in line and "only the first" in line

@@ -1,6 +1,6 @@
 """Model families, selected by name (``llm.family`` per role): ``react``, ``tools``, ``json``,
 ``uitars``, ``qwen``, ``autoglm``, ``agentcpm``, ``glm``, ``venus``, ``gelab``, ``holo``,
-``claude``, ``gemini``, or ``auto`` (from the model name, where that is unambiguous). See ``base`` for the interface and each module for its conventions.
+``claude``, ``gemini``, ``openai``, ``opencua``, ``grounding``, or ``auto`` (from the model name, where that is unambiguous). See ``base`` for the interface and each module for its conventions.
 
 A family is one module of this folder and one entry in ``FAMILIES`` below (plus a pattern
 in ``auto_family_name`` when a model name implies it); nothing outside the folder names
@@ -26,8 +26,11 @@ from models.llm.families.claude_cu import ClaudeFamily
 from models.llm.families.gelab import GELabFamily
 from models.llm.families.gemini_cu import GeminiFamily
 from models.llm.families.glm import GLMFamily
+from models.llm.families.grounding import GroundingFamily, grounding_variant
 from models.llm.families.holo import HoloFamily
 from models.llm.families.json_schema import JsonFamily
+from models.llm.families.openai_cu import OpenAIFamily
+from models.llm.families.opencua import OpenCUAFamily
 from models.llm.families.qwen import QwenFamily
 from models.llm.families.react import ReactFamily
 from models.llm.families.tools import ToolsFamily
@@ -69,6 +72,12 @@ def _glm_variant(model: str) -> str:
     return "cogagent" if "cogagent" in model.lower() else "glm"
 
 
+def _openai_variant(model: str) -> str:
+    # computer-use-preview answers one action a computer_call; the GA computer tool of the
+    # GPT-5 models (gpt-5.4 and later) a batch of actions.
+    return "preview" if "computer-use-preview" in model.lower() else "ga"
+
+
 def _holo_variant(model: str) -> str:
     m = model.lower()
     return "1.5" if "holo1.5" in m or "holo1_5" in m else "1" if re.search(r"holo1(?![.\d_])", m) else "2"
@@ -91,6 +100,10 @@ FAMILIES: dict[str, FamilyMaker] = {
     "claude": lambda model, side: ClaudeFamily(side),
     "gemini": lambda model, side: GeminiFamily(side),
     "glm": lambda model, side: GLMFamily(_glm_variant(model), side),
+    "openai": lambda model, side: OpenAIFamily(_openai_variant(model) if model else "ga", side),
+    "grounding": lambda model, side: GroundingFamily(grounding_variant(model) or "plain", side),
+    # OpenCUA-Qwen2-7B answers 0..1; the Qwen2.5-VL based 7B/32B/72B pixels of the smart-resize
+    "opencua": lambda model, side: OpenCUAFamily("qwen2" if "qwen2-" in model.lower() else "qwen25", side),
 }
 # Names that pin a variant whatever the model name says.
 _PINNED: dict[str, FamilyMaker] = {
@@ -102,6 +115,8 @@ _PINNED: dict[str, FamilyMaker] = {
     "gui-owl-1.5": lambda model, side: QwenFamily("owl1.5", side),
     "mai-ui": lambda model, side: QwenFamily("mai", side),
     "cogagent": lambda model, side: GLMFamily("cogagent", side),
+    "openai-preview": lambda model, side: OpenAIFamily("preview", side),
+    "openai-ga": lambda model, side: OpenAIFamily("ga", side),
 }
 FAMILY_NAMES: tuple[str, ...] = tuple(FAMILIES)
 
@@ -118,10 +133,20 @@ _CLAUDE_CU = re.compile(
 )
 
 
+# OpenAI names whose computer use is the Responses API's: computer-use-preview (one action a
+# computer_call) and the GPT-5 models with the GA computer tool, gpt-5.4 and later (a batch
+# of actions). Earlier GPT-5 and GPT-4 names have no computer tool: react.
+_OPENAI_CU = re.compile(r"computer-use-preview|gpt-5[.-](?:[4-9]|\d\d)|gpt-(?:[6-9]|\d\d)(?![\d])")
+
+
 def auto_family_name(model: str) -> str:
     """The family a model name implies; ``react`` when the name says nothing (GPT, Gemini
     chat models, Claude 3 / 3.5 and most others follow a text prompt)."""
     m = model.lower()
+    # Grounding models (SeeClick, OS-Atlas, ShowUI, UGround, Aria-UI, Jedi, GTA1, GUI-Actor,
+    # UI-Venus-Ground): the served name picks grounding vs navigation (UI-Venus-Navi: venus).
+    if grounding_variant(m) is not None:
+        return "grounding"
     if "ui-tars" in m or "uitars" in m or "ui_tars" in m:
         return "uitars"
     if re.search(r"doubao.*(seed|vision)|seed-?1[.-]?\d-?vl", m):  # the Ark GUI models
@@ -137,6 +162,10 @@ def auto_family_name(model: str) -> str:
         return "gemini"
     if _CLAUDE_CU.search(m):
         return "claude"
+    if _OPENAI_CU.search(m):
+        return "openai"
+    if "opencua" in m:
+        return "opencua"
     if re.search(r"(?:hcompany/)?holo[123]", m):
         return "holo"
     if "gelab" in m or "step-gui" in m or "stepgui" in m:

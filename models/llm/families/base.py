@@ -142,6 +142,8 @@ class FamilyReply(msgspec.Struct, frozen=True):
     observation: str = ""
     progress: str = ""  # the family's progress field (agent.planning = "inline"), if any
     memory: str = ""  # content the model chose to keep, if its format has the field
+    # Actions the reply carried after the first, as written: not run (``mouse.first_of``).
+    dropped: tuple[str, ...] = ()
 
 
 class Family(Protocol):

@@ -215,6 +215,9 @@ _MEMORY_RE = re.compile(r"(?im)^[ \t]*memory[ \t]*:")
 _GROUNDED_RE = re.compile(r"(?im)^[ \t]*grounded[ \t]+operation[ \t]*:")
 
 
+_COG_CHAT = re.compile(r"(?i)^(?:tap|click)(?:\s+at)?(?:\s+the)?(?:\s+box)?\s*(\[\[\s*\d+\s*,\s*\d+(?:\s*,\s*\d+\s*,\s*\d+)?\s*\]\])\s*\.?$")
+
+
 class GLMFamily(FamilyBase):
     name = "glm"
 
@@ -265,10 +268,19 @@ class GLMFamily(FamilyBase):
             raise ParseError("no 'Grounded Operation:' line: end with Grounded Operation: "
                              "CLICK(box=[[x1,y1,x2,y2]], element_info='...')", text)
         line = cleaned[ops[-1].end():].strip().split("\n")[0]
+        head = cleaned[: ops[-1].start()]
+        chat = _COG_CHAT.match(line)
+        if chat is not None:
+            # CogAgent-chat (THUDM/CogAgent, the 2023 cogagent-chat-hf): "tap [[x,y]]",
+            # "CLICK at the box [[x1,y1,x2,y2]]" in the chat model's words, on 000-999; its
+            # plan in "Plan:" / "Next Action:".
+            nums = [int(n) for n in re.findall(r"\d+", chat.group(1))]
+            x, y = (nums[0], nums[1]) if len(nums) == 2 else ((nums[0] + nums[2]) // 2, (nums[1] + nums[3]) // 2)
+            nxt = re.search(r"(?is)next action\s*:\s*(.*)$", head)
+            return FamilyReply(TapPoint(x, y), nxt.group(1).strip() if nxt else "", line)
         calls = find_calls(line, _COG)
         if not calls or calls[0].truncated:
             raise ParseError(f"could not read the operation {line[:80]!r}", text)
-        head = cleaned[: ops[-1].start()]
         act = list(_ACTION_RE.finditer(head))
         thought = head[act[-1].end():].strip() if act else ""
         return FamilyReply(cog_call_to_operation(calls[0]), thought, calls[0].text)

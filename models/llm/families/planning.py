@@ -24,7 +24,8 @@ async def plan_step(
     def read(reply: LLMReply) -> PlannerReply:
         r = family.parse(reply.text, geom, tuple(ToolCall(n, a) for n, a in reply.tool_calls))
         return PlannerReply(r.observation, r.thought, r.operation, r.action_text or reply.text,
-                            summary=r.summary, progress=r.progress, memory=r.memory)
+                            summary=r.summary, progress=r.progress, memory=r.memory,
+                            dropped=r.dropped)
 
     def said(reply: LLMReply) -> str:
         return reply.text or "; ".join(f"{n}({a})" for n, a in reply.tool_calls)

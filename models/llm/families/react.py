@@ -324,6 +324,7 @@ class PlannerReply(msgspec.Struct, frozen=True):
     summary: str = ""  # a trailing "Summary:" (Mobile-Agent-v2 style memory), kept
     progress: str = ""  # a trailing "Progress:" line, kept
     memory: str = ""  # a trailing "Memory:" line (focus content to keep), kept
+    dropped: tuple[str, ...] = ()  # actions after the first in the reply: not run
 
 
 # A label line: "Action: ...", "**Action:** ...", "## Action", "### Action ###" (content on

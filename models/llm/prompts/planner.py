@@ -165,3 +165,13 @@ def incomplete_feedback(reason: str) -> str:
         f"You chose Stop, but the instruction is not complete yet: {reason}. "
         "Continue with the next action."
     )
+
+
+def dropped_feedback(action: str, dropped: Sequence[str]) -> str:
+    """The next prompt's line about the actions a reply carried beyond the first (one
+    action a step, for every family: ``families.mouse.first_of``)."""
+    shown = "; ".join(d if len(d) <= 120 else d[:117] + "..." for d in dropped[:5])
+    more = f" (and {len(dropped) - 5} more)" if len(dropped) > 5 else ""
+    return (f"Your last reply had {len(dropped) + 1} actions: only the first ({action[:120]}) "
+            f"was run, one action a step. Not run: {shown}{more}. Look at the screen now and "
+            "send the next one again if it is still needed.")
