@@ -241,6 +241,7 @@ class CaptureEngine:
         self._last: tuple[np.ndarray, tuple[object, ...], Encoded] | None = None
         self.count = 0
         self.wake_settle_s = WAKE_SETTLE_S
+        self._decoded = 0.0  # the device's decode CPU already on the ledger
 
     async def capture(self, *, episode_id: str = "", step: int = 0, view_side: int = 0,
                       view_quality: int = 85, wake: bool = True) -> Captured:
@@ -281,6 +282,12 @@ class CaptureEngine:
             shot = await self.device.screenshot()
         t1 = time.perf_counter()
         rgb = shot.rgb
+        # The host's decode of the phone's screen (a PNG's, or every frame of its stream,
+        # decoded in the stream's own thread) on the ledger as ``decode``, since the last look.
+        decoded = getattr(self.device, "decode_cpu_s", None)
+        if self.ledger is not None and isinstance(decoded, float) and decoded > self._decoded:
+            self.ledger.add(self.device.serial, "decode", decoded - self._decoded)
+            self._decoded = decoded
 
         how = (self.fmt, self.quality, view_side, view_quality, self.screen_side)
         last = self._last

@@ -98,6 +98,7 @@ class StreamedDevice:
         self.path = "adb"  # what the last capture or action went through
         self.starts = 0
         self.losses = 0
+        self._decoded_before = 0.0  # the decode CPU of the streams that have ended
         self._screen: tuple[int, int] | None = None
         self._last_action = 0.0
         self._looked_at = 0.0  # the last capture from the stream
@@ -115,6 +116,13 @@ class StreamedDevice:
     def __repr__(self) -> str:
         return f"StreamedDevice({self.serial!r})"
 
+    @property
+    def decode_cpu_s(self) -> float:
+        """The host's thread CPU spent turning this phone's screen into pixels: every frame
+        its streams decoded (the page animations' included) and adb's PNGs."""
+        live = self.stream.decode_cpu_s if self.stream is not None else 0.0
+        return self._decoded_before + live + self.adb.decode_cpu_s
+
     def __getattr__(self, name: str) -> Any:
         return getattr(self.adb, name)  # shell, packages, ...: adb's
 
@@ -122,6 +130,7 @@ class StreamedDevice:
         """The running stream, started (again) when its backoff allows; None: use adb."""
         if self.stream is not None and self.stream.dead:
             dead, self.stream = self.stream, None
+            self._decoded_before += dead.decode_cpu_s
             self.losses += 1
             self._lost = dead.dead or "gone"
             self._retry_at = time.monotonic() + self._backoff.next_delay()
@@ -333,6 +342,7 @@ class StreamedDevice:
         if self.stream is not None:
             stream, self.stream = self.stream, None
             stream.close("closed")
+            self._decoded_before += stream.decode_cpu_s
 
     async def close(self) -> None:
         await anyio.to_thread.run_sync(self.close_stream)

@@ -145,3 +145,26 @@ async def test_a_killed_stream_falls_back_to_adb_in_the_same_call_and_comes_back
         assert shot.path == "stream" and dev.starts == 2
     finally:
         await dev.close()
+
+
+async def test_the_streams_decoding_is_on_the_cpu_ledger_as_decode(
+        phone: tuple[Any, AdbDevice]) -> None:
+    from actors.capture import CaptureEngine
+    from runtime.cpu_ledger import CpuLedger
+
+    sim_phone, adb = phone
+    sim_phone.open("com.mobagent.notes")
+    dev = StreamedDevice(adb, server_jar())
+    ledger = CpuLedger()
+    engine = CaptureEngine(dev, ledger=ledger)
+    try:
+        await engine.capture()
+        await dev.tap(*_centre(sim_phone, kind="fab"))  # a page change: an animation decoded
+        await anyio.sleep(SETTLE_S)
+        await engine.capture()
+        decoded = ledger.stages(dev.serial)["decode"]
+        assert dev.stream is not None and dev.stream.frames_decoded > 2
+        # all that was decoded up to the last look (frames may still come in after it)
+        assert 0 < decoded <= dev.decode_cpu_s
+    finally:
+        await dev.close()
