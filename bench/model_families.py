@@ -49,7 +49,9 @@ call). ``--oracle`` runs the oracle planner on the same tasks and seeds first, f
 ``--grounding ocr,hybrid`` runs each family once per mode on the same tasks and seeds:
 ``hybrid`` sets ``perception.text_grounding`` and ``icon_grounding`` to ``hybrid`` and
 points ``llm.roles.grounder`` at a second loopback server, where ``StandInGrounder`` (also
-BENCHMARK-ONLY) answers in ``--grounder-family``'s format (qwen3 by default) from the
+BENCHMARK-ONLY) answers in ``--grounder-family``'s format (qwen3 by default; or a grounding
+model's, served under its own name so that ``auto`` picks the ``grounding`` family's variant:
+seeclick, os-atlas, showui, uground, aria-ui, jedi, gta1, gui-actor, venus-ground) from the
 simulated phone's ground-truth box of the target, with an ASSUMED spread and miss rate
 (``GROUNDER_*`` below: 5 % of answers elsewhere on the screen, 3 % NONE, the rest around the
 centre with a standard deviation of 0.4 x half the box's side). Its rows are named
@@ -482,6 +484,21 @@ GROUNDER_SPREAD = 0.4  # the others: the centre + N(0, (0.4 x half the box's sid
 # does not show is answered NONE.
 GROUNDER_MODELS = {"qwen3": MODELS["qwen3"], "uitars": MODELS["uitars"], "qwen": MODELS["qwen"],
                    "react": MODELS["react"]}
+# The grounding models (models/llm/families/grounding.py) as the grounder: the served name
+# picks the ``grounding`` family's variant (``llm.family.grounder=auto``), and the stand-in
+# answers in that variant's own format and coordinate space (``grounding_answer``).
+GROUNDING_GROUNDERS = {
+    "seeclick": "cckevinn/SeeClick",
+    "os-atlas": "OS-Copilot/OS-Atlas-Base-7B",
+    "showui": "showlab/ShowUI-2B",
+    "uground": "osunlp/UGround-V1-7B",
+    "aria-ui": "Aria-UI/Aria-UI-base",
+    "jedi": "xlangai/Jedi-7B-1080p",
+    "gta1": "HelloKKMe/GTA1-7B-2507",
+    "gui-actor": "microsoft/GUI-Actor-7B-Qwen2.5-VL",
+    "venus-ground": "inclusionAI/UI-Venus-Ground-7B",
+}
+GROUNDER_MODELS.update(GROUNDING_GROUNDERS)
 _TARGET = re.compile(r'the element showing the text "(.*)"|the icon: (.*?)(?: \(in the |\n|$)')
 
 
@@ -507,12 +524,22 @@ class StandInGrounder:
         m = _TARGET.search(text)
         want = (m.group(1) or m.group(2) or "").strip() if m else ""
         for b in self.model.boards():
-            op = b.intent.op if b.intent is not None else None
-            name = op.text if isinstance(op, ClickText) else (
-                op.description if isinstance(op, ClickIcon) else None)
+            name = _target_name(b)
             if name is not None and name.strip() == want:
                 return b
-        return None
+        # The grounding models' prompts quote the target ('...the command "{target}" (with
+        # bbox)?'), so the regex above can take the closing quote in: the longest target
+        # phrase a board plans that the request holds, word for word.
+        found: list[tuple[int, Board]] = []
+        for b in self.model.boards():
+            name = _target_name(b)
+            if name is None:
+                continue
+            phrase = (f"the icon: {name}" if isinstance(b.intent.op if b.intent else None, ClickIcon)
+                      else f'the element showing the text "{name}"')
+            if phrase in text:
+                found.append((len(phrase), b))
+        return max(found, key=lambda f: f[0])[1] if found else None
 
     def answer(self, req: RecordedRequest) -> Behaviour:
         board = self._board(" ".join(req.texts()))
@@ -535,6 +562,10 @@ class StandInGrounder:
             else:
                 cx = (x0 + x1) / 2 + rng.gauss(0, GROUNDER_SPREAD * (x1 - x0) / 2)
                 cy = (y0 + y1) / 2 + rng.gauss(0, GROUNDER_SPREAD * (y1 - y0) / 2)
+        if self.family in GROUNDING_GROUNDERS:
+            return Behaviour.reply(grounding_answer(
+                self.family, _target_name(board) or "", (cx / sw, cy / sh),
+                ((x1 - x0) / 2 / sw, (y1 - y0) / 2 / sh), _received(req)))
         mw, mh = model_space(self.family, _received(req))
         x = _fmt(min(max(cx / sw, 0.0), 0.999) * mw)
         y = _fmt(min(max(cy / sh, 0.0), 0.999) * mh)
@@ -543,6 +574,61 @@ class StandInGrounder:
         if self.family in ("qwen", "qwen3"):
             return Behaviour.reply(json.dumps([{"point_2d": [x, y], "label": "target"}]))
         return Behaviour.reply(f"({x}, {y})")
+
+
+def _target_name(board: Board) -> str | None:
+    """The text or icon description of the target the board's episode plans to click."""
+    op = board.intent.op if board.intent is not None else None
+    return op.text if isinstance(op, ClickText) else (
+        op.description if isinstance(op, ClickIcon) else None)
+
+
+def grounding_space(variant: str, received: tuple[int, int]) -> tuple[float, float]:
+    """The far right and bottom edge in a grounding variant's numbers, for an image of
+    ``received`` (w, h): 0..1 (SeeClick, ShowUI, GUI-Actor's printed point), 0..1000
+    (OS-Atlas, UGround, Aria-UI) or pixels of the Qwen2.5-VL smart-resize (Jedi, GTA1 with
+    its 4096x2160 cap, UI-Venus-Ground). Written apart from the family's geometry, so that
+    a wrong geometry there fails the run instead of agreeing with itself."""
+    w, h = received
+    if variant in ("seeclick", "showui", "gui-actor"):
+        return 1.0, 1.0
+    if variant in ("os-atlas", "uground", "aria-ui"):
+        return 1000.0, 1000.0
+    hh, ww = smart_resize(h, w, 28, 3136, 4096 * 2160 if variant == "gta1" else 12845056)
+    return float(ww), float(hh)
+
+
+def grounding_answer(variant: str, target: str, centre: tuple[float, float],
+                     half: tuple[float, float], received: tuple[int, int]) -> str:
+    """A grounding model's answer in its own format (grounding.py's table has each one's
+    source): ``centre`` and the box's ``half`` size as fractions of the screen."""
+    mw, mh = grounding_space(variant, received)
+    fx, fy = (min(max(v, 0.0), 0.999) for v in centre)
+    x, y = fx * mw, fy * mh
+    box = (max(0.0, fx - half[0]) * mw, max(0.0, fy - half[1]) * mh,
+           min(0.999, fx + half[0]) * mw, min(0.999, fy + half[1]) * mh)
+    b = [_fmt(v) for v in box]
+    if variant == "seeclick":  # two decimals, as its README's answers
+        return f"({fx:.2f},{fy:.2f})"
+    if variant == "showui":
+        return f"[{fx:.2f}, {fy:.2f}]"
+    if variant == "gui-actor":  # the action head's point as its inference prints it
+        return f"[{fx:.4f}, {fy:.4f}]"
+    if variant == "os-atlas":
+        return (f"<|object_ref_start|>{target}<|object_ref_end|><|box_start|>({b[0]},{b[1]}),"
+                f"({b[2]},{b[3]})<|box_end|>")
+    if variant == "uground":
+        return f"({_fmt(x)}, {_fmt(y)})"
+    if variant == "aria-ui":
+        return f"[{_fmt(x)}, {_fmt(y)}]"
+    if variant == "jedi":
+        return ('<tool_call>\n{"name": "computer_use", "arguments": {"action": "left_click", '
+                f'"coordinate": [{_fmt(x)}, {_fmt(y)}]}}}}\n</tool_call>')
+    if variant == "gta1":
+        return f"({_fmt(x)},{_fmt(y)})"
+    if variant == "venus-ground":
+        return f"[{b[0]},{b[1]},{b[2]},{b[3]}]"
+    raise ValueError(f"no grounding answer for {variant!r}")
 
 
 def _received(req: RecordedRequest) -> tuple[int, int]:

@@ -355,3 +355,91 @@ def test_a_stand_in_that_missed_its_tap_goes_back_and_taps_again() -> None:
     run.run(ClickText("Display"))
     assert decide() == ClickText("Dark mode")
     assert board.stats == {"back_after_a_miss": 1, "retap_after_a_miss": 1}
+
+
+# -- a grounding model as hybrid's grounder: the stand-in's answer read by the family ------
+
+GROUNDING_VARIANTS = ["seeclick", "os-atlas", "showui", "uground", "aria-ui", "jedi", "gta1",
+                      "gui-actor", "venus-ground"]
+
+
+def _grounder_request(fam: Any, geom: Any, screen: tuple[int, int], target: str) -> Any:
+    """The grounder role's request for ``target`` as the loopback server records it."""
+    import base64
+    import io
+
+    from PIL import Image
+
+    from bench.openai_loopback import RecordedRequest
+    from models.llm.grounder import grounder_messages
+
+    buf = io.BytesIO()
+    Image.new("RGB", screen).save(buf, format="PNG")
+    msgs = grounder_messages(fam, geom, target, "", buf.getvalue())
+    url = "data:image/png;base64," + base64.b64encode(
+        msgs[0].content[0].data).decode()  # type: ignore[union-attr]
+    body = {"messages": [{"role": "user", "content": [
+        {"type": "image_url", "image_url": {"url": url}},
+        {"type": "text", "text": msgs[0].content[1]}]}]}
+    return RecordedRequest("/v1/chat/completions", {}, body, 0.0)
+
+
+@pytest.mark.parametrize("variant", GROUNDING_VARIANTS)
+@pytest.mark.parametrize("screen", [(1080, 2400), (1600, 2560)])
+def test_a_grounding_models_answer_is_read_back_at_the_targets_centre(
+        variant: str, screen: tuple[int, int]) -> None:
+    from bench.model_families import GROUNDING_GROUNDERS, grounding_answer
+    from models.llm.families import get_family
+    from models.llm.families.grounding import GroundingFamily
+    from models.llm.grounder import parse_grounder_reply
+
+    fam = get_family("auto", GROUNDING_GROUNDERS[variant])
+    assert isinstance(fam, GroundingFamily) and fam.variant == variant
+    geom = fam.geometry(*screen)
+    req = _grounder_request(fam, geom, screen, 'the element showing the text "Wi-Fi"')
+    sent = req.images()[-1].size  # the image as the grounder receives it
+    box = (100, 1000, 500, 1100)  # device pixels
+    sw, sh = screen
+    text = grounding_answer(variant, "Wi-Fi", ((300 + 0.5) / sw, (1050 + 0.5) / sh),
+                            (200 / sw, 50 / sh), sent)
+    ans = parse_grounder_reply(text, geom, fam)
+    assert ans is not None, text
+    # SeeClick and ShowUI answer two decimals: 0.005 of the side; the others a pixel or two
+    tol = 0.005 * max(screen) + 2 if variant in ("seeclick", "showui") else 3
+    assert abs(ans.point[0] - 300) <= tol and abs(ans.point[1] - 1050) <= tol, (text, ans)
+    if variant in ("os-atlas", "venus-ground"):  # a box: the target's, within a pixel or two
+        assert ans.box is not None
+        assert all(abs(a - b) <= 3 for a, b in zip(ans.box, box, strict=True)), (text, ans.box)
+
+
+def test_the_stand_in_grounder_finds_a_target_quoted_in_a_grounding_prompt() -> None:
+    import random
+    from collections import Counter
+
+    from bench.model_families import (
+        GROUNDING_GROUNDERS,
+        Board,
+        Intent,
+        StandInGrounder,
+        StandInModel,
+    )
+    from models.llm.families import get_family
+    from models.llm.grounder import parse_grounder_reply
+    from protocol.operations import ClickText
+
+    model = StandInModel("react", noise=0.0, timeout_s=1.0)
+    board = Board("react", "p1", "open the settings", (1080, 2400), random.Random(0))
+    board.intent = Intent("plan", op=ClickText("Wi-Fi"), box=(100, 1000, 500, 1100))
+    model._boards["p1"] = board
+    for variant in ("seeclick", "os-atlas"):  # '..."{target}" (with point)?': the quote after
+        grounder = StandInGrounder(model, variant)
+        fam = get_family("auto", GROUNDING_GROUNDERS[variant])
+        geom = fam.geometry(1080, 2400)
+        hits: Counter[str] = Counter()
+        for _ in range(200):
+            req = _grounder_request(fam, geom, (1080, 2400), 'the element showing the text "Wi-Fi"')
+            ans = parse_grounder_reply(grounder.answer(req).text or "", geom, fam)
+            inside = ans is not None and 100 <= ans.point[0] <= 500 and 1000 <= ans.point[1] <= 1100
+            hits["in" if inside else "out"] += 1
+        assert grounder.stats["none"] < 20, (variant, grounder.stats)  # found the board
+        assert 0.75 <= hits["in"] / 200 <= 0.97, (variant, hits)

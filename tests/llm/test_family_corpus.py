@@ -944,6 +944,8 @@ _SEECLICK = "https://github.com/njucckevin/SeeClick/blob/main/readme.md"
 _SEECLICK_AITW = "https://github.com/njucckevin/SeeClick/blob/main/agent_tasks/aitw_process.py"
 _ATLAS = "https://github.com/OS-Copilot/OS-Atlas/blob/main/README.md"
 _ATLAS_AC = "https://github.com/OS-Copilot/OS-Atlas/blob/main/eval/data/ac_test.jsonl"
+# a user quoting OS-Atlas-Base-7B's own answer, to contrast it with their fine-tune's
+_ATLAS_ISSUE_28 = "https://github.com/OS-Copilot/OS-Atlas/issues/28"
 _ATLAS_ACT = "https://github.com/OS-Copilot/OS-Atlas/blob/main/eval/data/gui_act_mobile_test.jsonl"
 _SHOWUI = "https://github.com/showlab/ShowUI/blob/main/QUICK_START.md"
 _GUI_ACTOR = "https://github.com/microsoft/GUI-Actor/blob/main/README.md"
@@ -957,6 +959,9 @@ GROUNDING = [
     ("OS-Copilot/OS-Atlas-Base-7B", Case(
         _ATLAS, "<|object_ref_start|>language switch<|object_ref_end|><|box_start|>(576,12),(592,42)<|box_end|>"
                 "<|im_end|>", TapPoint(631, 65), TapPoint(934, 69))),
+    ("OS-Copilot/OS-Atlas-Base-7B", Case(
+        _ATLAS_ISSUE_28, "<|object_ref_start|>input volume's slider<|object_ref_end|><|box_start|>(738,766),(904,792)"
+                         "<|box_end|>", TapPoint(887, 1870), TapPoint(1314, 1994))),
     ("OS-Copilot/OS-Atlas-Pro-7B", Case(_ATLAS_AC, "thoughts:\nClick on the more options icon at the top right corner "
                                         "of the screen.\nactions:\nCLICK <point>[[950,87]]</point>",
                                         TapPoint(1026, 209), TapPoint(1520, 223))),
@@ -983,7 +988,8 @@ def test_grounding_corpus(model: str, case: Case) -> None:
 
 def test_showui_runs_the_first_of_its_three_dicts() -> None:
     fam = get_family("auto", "showlab/ShowUI-2B")
-    r = fam.parse(GROUNDING[10][1].reply, fam.geometry(*PHONE))
+    three = next(c for m, c in GROUNDING if m == "showlab/ShowUI-2B" and "INPUT" in c.reply)  # not by index
+    r = fam.parse(three.reply, fam.geometry(*PHONE))
     assert len(r.dropped) == 2 and "INPUT" in r.dropped[0], _SHOWUI
 
 
