@@ -71,16 +71,21 @@ def _text(args: Mapping[str, Any], *keys: str) -> str:
     raise ParseError(f"missing argument {keys[0]!r}")
 
 
+def number(v: Any, what: str) -> int:
+    """``v`` as a whole number: an int, a float or a numeric string (rounded); anything else
+    (a bool, a word, nothing) is a ``ParseError`` naming ``what``."""
+    if isinstance(v, int | float) and not isinstance(v, bool):
+        return round(v)
+    if isinstance(v, str):
+        try:
+            return round(float(v))
+        except ValueError:
+            pass
+    raise ParseError(f"{what} must be a number, got {v!r}")
+
+
 def _int(args: Mapping[str, Any], key: str) -> int:
-    v = args.get(key)
-    if isinstance(v, bool) or not isinstance(v, int | float):
-        if isinstance(v, str):
-            try:
-                return round(float(v))
-            except ValueError:
-                pass
-        raise ParseError(f"argument {key!r} must be a number, got {v!r}")
-    return round(v)
+    return number(args.get(key), f"argument {key!r}")
 
 
 def operation_from_call(name: str, args: Mapping[str, Any]) -> Operation:

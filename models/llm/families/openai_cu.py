@@ -45,6 +45,7 @@ from models.llm.families.mouse import (
     mouse_operation,
     scroll_operation,
 )
+from models.llm.opvocab import number
 from models.llm.replytext import parse_kwargs, strip_reasoning
 from protocol.operations import Ask, OpenApp, Operation, Stop, TypeText, Wait
 
@@ -83,21 +84,10 @@ def tools(width: int, height: int, variant: str) -> list[dict[str, Any]]:
     ]
 
 
-def _int(v: Any, what: str) -> int:
-    if isinstance(v, int | float) and not isinstance(v, bool):
-        return round(v)
-    if isinstance(v, str):
-        try:
-            return round(float(v))
-        except ValueError:
-            pass
-    raise ParseError(f"{what} must be a number, got {v!r}")
-
-
 def _xy(action: Mapping[str, Any], kind: str) -> tuple[int, int]:
     if "x" not in action or "y" not in action:
         raise ParseError(f"{kind} needs x and y (pixels of the screenshot): a phone has no cursor to act at")
-    return _int(action["x"], "x"), _int(action["y"], "y")
+    return number(action["x"], "x"), number(action["y"], "y")
 
 
 def action_to_operation(action: Mapping[str, Any]) -> Operation:
@@ -112,13 +102,13 @@ def action_to_operation(action: Mapping[str, Any]) -> Operation:
         pts: list[tuple[int, int]] = []
         for p in path if isinstance(path, list) else ():
             if isinstance(p, Mapping):
-                pts.append((_int(p.get("x"), "a path point's x"), _int(p.get("y"), "a path point's y")))
+                pts.append((number(p.get("x"), "a path point's x"), number(p.get("y"), "a path point's y")))
             elif isinstance(p, list | tuple) and len(p) == 2:
-                pts.append((_int(p[0], "a path point's x"), _int(p[1], "a path point's y")))
+                pts.append((number(p[0], "a path point's x"), number(p[1], "a path point's y")))
         return drag_operation(pts)
     if kind == "scroll":
-        return scroll_operation(float(_int(action.get("scroll_x", 0), "scroll_x")),
-                                float(_int(action.get("scroll_y", 0), "scroll_y")))
+        return scroll_operation(float(number(action.get("scroll_x", 0), "scroll_x")),
+                                float(number(action.get("scroll_y", 0), "scroll_y")))
     if kind == "type":
         text = str(action.get("text") or "")
         if not text.strip():
