@@ -324,17 +324,17 @@ class StreamedDevice:
         self._last_action = time.monotonic()
 
     # Actions only adb can do: the next capture must still come from after them.
-    async def start_app(self, package: str) -> None:
+    async def _through_adb(self, action: Awaitable[None]) -> None:
         try:
-            await self.adb.start_app(package)
+            await action
         finally:
             self._last_action = time.monotonic()
 
+    async def start_app(self, package: str) -> None:
+        await self._through_adb(self.adb.start_app(package))
+
     async def clear_text(self) -> None:
-        try:
-            await self.adb.clear_text()
-        finally:
-            self._last_action = time.monotonic()
+        await self._through_adb(self.adb.clear_text())
 
     def close_stream(self) -> None:
         """Stop the phone's stream now (its sockets shut: its reader threads end), e.g. when

@@ -183,11 +183,8 @@ def _not_installed(name: str) -> Callable[[argparse.Namespace], int]:
 SubParsers = argparse._SubParsersAction  # the type argparse gives add_subparsers
 
 
-def build_parser(load_plugins: bool = True) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="mobagent",
-        description="Drive a fleet of Android phones with vision-based agents over MQTT.",
-    )
+def add_global_options(parser: argparse.ArgumentParser) -> None:
+    """``--config``, ``--set``, ``--broker``, ``--log-level``: what every command reads."""
     parser.add_argument("--config", metavar="PATH",
                         help="TOML config (default: $MOBAGENT_CONFIG or configs/default.toml)")
     parser.add_argument("--set", action="append", metavar="SECTION.KEY=VALUE", default=[],
@@ -195,6 +192,14 @@ def build_parser(load_plugins: bool = True) -> argparse.ArgumentParser:
     parser.add_argument("--broker", metavar="URL",
                         help="broker URL, e.g. mqtt://host:1883 (same as --set bus.url=URL)")
     parser.add_argument("--log-level", choices=("debug", "info", "warning", "error"))
+
+
+def build_parser(load_plugins: bool = True) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="mobagent",
+        description="Drive a fleet of Android phones with vision-based agents over MQTT.",
+    )
+    add_global_options(parser)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     if load_plugins:
         _load_plugins(sub)

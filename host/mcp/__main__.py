@@ -8,16 +8,12 @@ import argparse
 import sys
 
 from host.mcp.cli import DESCRIPTION, add_arguments
-from runtime.cli import EXIT_USAGE, ConfigError
+from runtime.cli import EXIT_USAGE, ConfigError, add_global_options
 
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m host.mcp", description=DESCRIPTION)
-    parser.add_argument("--config", metavar="PATH", help="TOML config")
-    parser.add_argument("--set", action="append", metavar="SECTION.KEY=VALUE", default=[],
-                        help="override one config value (repeatable)")
-    parser.add_argument("--broker", metavar="URL", help="broker URL, e.g. mqtt://host:1883")
-    parser.add_argument("--log-level", choices=("debug", "info", "warning", "error"))
+    add_global_options(parser)
     add_arguments(parser)
     args = parser.parse_args(argv)
     try:
