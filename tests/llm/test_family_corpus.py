@@ -949,6 +949,15 @@ _ATLAS_ISSUE_28 = "https://github.com/OS-Copilot/OS-Atlas/issues/28"
 _ATLAS_ACT = "https://github.com/OS-Copilot/OS-Atlas/blob/main/eval/data/gui_act_mobile_test.jsonl"
 _SHOWUI = "https://github.com/showlab/ShowUI/blob/main/QUICK_START.md"
 _GUI_ACTOR = "https://github.com/microsoft/GUI-Actor/blob/main/README.md"
+# ShowUI's own computer-use demo: the executor's test inputs and the reply its docstring expects
+_SHOWUI_OOTB = ("https://github.com/showlab/computer_use_ootb/blob/main/computer_use_demo/executor/"
+                "showui_executor.py")
+# UI-Venus-Ground-7B's raw replies on ScreenSpot-v2 (desktop), as an evaluation run stored them
+# ("raw_response"); only those whose box also lies within a phone's smart-resized width
+_VENUS_SS2 = ("https://github.com/foreverCuSO4/UI-Venus-MultiGPU-evaluation/blob/main/venus_7b_ss/"
+              "venus_7b_ss2_part_{}.json")
+# Aria-UI's own AndroidWorld agent: its reply reader names the two spellings the model answers
+_ARIA_M3A = "https://github.com/AriaUI/Aria-UI/blob/main/AndroidWorld/agents/m3a_aria_ui.py"
 
 GROUNDING = [
     ("cckevinn/SeeClick", Case(_SEECLICK, "(0.17,0.06)", TapPoint(184, 144), TapPoint(272, 154))),
@@ -977,7 +986,22 @@ GROUNDING = [
                                         "{'action': 'INPUT', 'value': 'weather for New York city', 'position': [0.49, 0.42]},\n"
                                         "{'action': 'ENTER', 'value': None, 'position': None}",
                                TapPoint(529, 1008), TapPoint(784, 1075))),
+    ("showlab/ShowUI-2B", Case(_SHOWUI_OOTB, "{'action': 'CLICK', 'value': None, 'position': [0.49, 0.18]}",
+                               TapPoint(529, 432), TapPoint(784, 461))),
+    ("showlab/ShowUI-2B", Case(_SHOWUI_OOTB, "{'action': 'CLICK', 'value': None, 'position': [0.49, 0.39]}",
+                               TapPoint(529, 936), TapPoint(784, 998))),
+    ("showlab/ShowUI-2B", Case(_SHOWUI_OOTB, "{'action': 'CLICK', 'value': None, 'position': [0.83, 0.15]}",
+                               TapPoint(896, 360), TapPoint(1328, 384))),
     ("microsoft/GUI-Actor-7B-Qwen2.5-VL", Case(_GUI_ACTOR, "[0.9709, 0.1548]", TapPoint(1049, 372), TapPoint(1553, 396))),
+    # a box in pixels of the smart-resized image (phone 1092x2408, tablet 1596x2548): its centre,
+    # rounded to the model's pixel
+    ("inclusionAI/UI-Venus-Ground-7B", Case(_VENUS_SS2.format(0), "[48,19,67,45]", TapPoint(57, 32), TapPoint(58, 32))),
+    ("inclusionAI/UI-Venus-Ground-7B", Case(_VENUS_SS2.format(1), "[350,401,552,600]",
+                                            TapPoint(446, 498), TapPoint(452, 502))),
+    ("inclusionAI/UI-Venus-Ground-7B", Case(_VENUS_SS2.format(1), "[50,884,93,927]", TapPoint(71, 903), TapPoint(72, 910))),
+    # 0..1000 of the screenshot
+    ("Aria-UI/Aria-UI-base", Case(_ARIA_M3A, "(892,925)", TapPoint(963, 2220), TapPoint(1427, 2368))),
+    ("Aria-UI/Aria-UI-base", Case(_ARIA_M3A, "[892, 925]", TapPoint(963, 2220), TapPoint(1427, 2368))),
 ]
 
 
