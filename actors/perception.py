@@ -16,7 +16,10 @@ read is left to the grounding that needs it.
 
 from __future__ import annotations
 
+import contextlib
 import math
+import os
+import threading
 import time
 from collections import deque
 from collections.abc import Callable
@@ -131,6 +134,20 @@ def serve_timeout_for(timeout_s: float) -> float:
     return timeout_s * 2 + 5.0
 
 
+# The preparing thread's niceness: the steps' reads and groundings run first on a busy host.
+PREPARE_NICE = 10
+
+
+class PrepareReport(msgspec.Struct, frozen=True):
+    """What ``PerceptionEngine.start_preparing`` did: its time, and the input shapes it
+    prepared (and those the model refused)."""
+
+    wall_s: float
+    cpu_s: float
+    shapes: int
+    failed: int
+
+
 class PerceptionMeter:
     """The latency of recent grounding requests (their CPU, per device and stage, is in the
     engine's ``ledger``)."""
@@ -179,6 +196,53 @@ class PerceptionEngine:
         # thread CPU per device and stage (runtime.cpu_ledger): the work done for each
         # phone's frames, speculative reads included, whoever's step waited for it
         self.ledger = CpuLedger()
+        self._preparing: threading.Thread | None = None
+        self._stop_preparing = threading.Event()
+        self.prepared = threading.Event()  # set when start_preparing's work has ended
+        self.prepare_report: PrepareReport | None = None
+
+    def start_preparing(self) -> None:
+        """Load the OCR models and prepare the input shapes they ran before
+        (``Perception.prepare``) in a thread of its own, below the steps' priority, so that
+        the first steps meet them ready; once per engine. Its CPU is nobody's step's."""
+        if self._preparing is not None:
+            return
+        self._preparing = threading.Thread(target=self._prepare, name="perception-prepare",
+                                           daemon=True)
+        self._preparing.start()
+
+    def stop_preparing(self) -> None:
+        self._stop_preparing.set()
+
+    async def prepared_while_running(self) -> None:
+        """A service's ``main``: preparing starts with the service (while phones connect,
+        not in a step) and is told to stop when the service ends."""
+        self.start_preparing()
+        try:
+            await anyio.sleep_forever()
+        finally:
+            self.stop_preparing()
+
+    def _prepare(self) -> None:
+        with contextlib.suppress(AttributeError, OSError):  # Linux: a thread's own niceness
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), PREPARE_NICE)
+        t0, cpu0 = time.perf_counter(), time.thread_time()
+        try:
+            shapes = self.perception.prepare(self._stop_preparing)
+        except Exception as exc:  # the first step loads the models again and reports it
+            log.warning("perception_prepare_failed", error=f"{type(exc).__name__}: {exc}")
+            shapes = {}
+        self.prepare_report = PrepareReport(
+            wall_s=time.perf_counter() - t0, cpu_s=time.thread_time() - cpu0,
+            shapes=sum(done for done, _failed in shapes.values()),
+            failed=sum(failed for _done, failed in shapes.values()))
+        self.prepared.set()
+        log.info("perception_prepared", **msgspec.structs.asdict(self.prepare_report))
+
+    async def wait_prepared(self, timeout_s: float) -> bool:
+        """Whether preparing ended within ``timeout_s`` (benches start their clock after)."""
+        return await anyio.to_thread.run_sync(self.prepared.wait, timeout_s,
+                                              abandon_on_cancel=True)
 
     async def _off_loop(self, device: str, fn: Callable[[], T]) -> T:
         """``fn`` in a worker thread under ``timeout_s`` (on timeout the thread is abandoned,
@@ -433,6 +497,9 @@ class PerceptionService(ServiceActor[PerceptionEntry]):
         self.speculating = 0
         self.speculated = 0
         self.skipped = 0  # frames not speculated on: stale, or too many already queued
+
+    async def main(self) -> None:
+        await self.engine.prepared_while_running()
 
     def wants(self, msg: Msg) -> bool:
         if isinstance(msg, Frame):

@@ -93,6 +93,9 @@ class PerceptionWorker(ServiceActor[Registered]):
         self.serve_timeout_s = serve_timeout_for(engine.timeout_s)
         self.handler_timeout_s = self.serve_timeout_s + 5.0
 
+    async def main(self) -> None:
+        await self.engine.prepared_while_running()
+
     async def handle(self, topic: str, msg: Msg) -> None:
         await self.answer_once(topic, msg, lambda: self.serve_carried(msg))
 

@@ -93,6 +93,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 import anyio  # noqa: E402
+import msgspec  # noqa: E402
 
 from devices.adb import REMEASURE_EVERY  # noqa: E402 (no adbutils yet: it comes later)
 
@@ -161,6 +162,14 @@ class RunStats:
     capture: str = "png"  # --capture: the screenshot path of this run
     capture_s: list[float] = field(default_factory=list)  # per screenshot (the agent's call)
     devices: list[Any] = field(default_factory=list)  # the AdbDevices (auto: what they chose)
+    # mobile-eval: perception's start (PerceptionEngine.prepare_report: wall_s, cpu_s,
+    # shapes), and which start this run is (--starts: fresh, second, warm)
+    prepare: dict[str, Any] = field(default_factory=dict)
+    start: str = ""
+
+
+# --passes: the Ocr engine of a process's first pass, which its later passes reuse
+_KEPT_OCR: list[Any] = []
 
 
 # --levers: the perception levers each variant runs with (agent.lazy_ocr, speculation
@@ -660,7 +669,7 @@ async def run_n_eval(n: int, args: argparse.Namespace, adb_port: int, llm_url: s
     from actors.services import AgentServices
     from host.eval import select_tasks
     from host.oracle import OraclePolicy
-    from models.grounding import PerceptionSettings
+    from models.grounding import Perception, PerceptionSettings
     from models.llm import LLMClient, LLMSettings, RoleModels
     from models.ocr import OcrCacheSettings, OcrSettings
     from protocol.messages import CODEC, EpisodeFinished, Instruction
@@ -689,13 +698,23 @@ async def run_n_eval(n: int, args: argparse.Namespace, adb_port: int, llm_url: s
     settings = AgentSettings(completion_check=False, ocr_hints=False,
                              speculative_ocr=not args.no_speculation, lazy_ocr=lazy,
                              perception_workers=args.perception_workers)
-    perception = PerceptionEngine(settings=PerceptionSettings(
+    kept = _KEPT_OCR[0] if _KEPT_OCR else None  # --passes: the process's own engine
+    if kept is not None:
+        kept.forget_lines()  # its crop cache is the earlier pass's: a warm pass reads anew
+    perception = PerceptionEngine(Perception(PerceptionSettings(
         ocr=OcrSettings(threads=args.ocr_threads, rec_cache=4096 if rec_cache else 0,
                         runtime=runtime),  # type: ignore[arg-type]
-        ocr_cache=OcrCacheSettings(rects=rects)),
+        ocr_cache=OcrCacheSettings(rects=rects)), ocr=kept),
         workers=args.perception_workers, speculation_priority=priority)
-    # the models load once per host (about a second), not per step: before the clock starts
-    await anyio.to_thread.run_sync(perception.perception.warm)
+    # A host loads the models and prepares their recorded input shapes when perception
+    # starts (PerceptionEngine.start_preparing), while its phones connect; here the clock
+    # starts once that is done, and what it cost is reported as the start's (prepare_*).
+    perception.start_preparing()
+    await perception.wait_prepared(600)
+    if args.passes > 1 and not _KEPT_OCR:
+        _KEPT_OCR.append(perception.perception.ocr_engine)
+    stats.prepare = msgspec.structs.asdict(perception.prepare_report) \
+        if perception.prepare_report is not None else {}
     llm_client = LLMClient(LLMSettings(
         base_url=llm_url, api_key="bench-key",
         models=RoleModels(planner="bench", chooser="bench", reflector="bench"),
@@ -871,9 +890,26 @@ def main(argv: list[str] | None = None) -> int:
                         "(the defaults with OCR on onnxruntime), rects (the defaults with "
                         "perception.ocr_cache.rects on: changed places re-read as "
                         "rectangles, not full-width bands)")
+    p.add_argument("--starts", default="",
+                   help="mobile-eval: fresh,second,warm: the same N = 1 run in a process "
+                        "with an empty OCR cache (a fresh install), then in a second process "
+                        "on the cache the first left, then again in that process (warmed "
+                        "up), side by side (each start a child process)")
+    p.add_argument("--passes", type=int, default=1,
+                   help="run the N values this many times in this process, later passes "
+                        "on the first pass's OCR engine (its crop cache emptied)")
+    p.add_argument("--start-label", default="", help=argparse.SUPPRESS)
     p.add_argument("--out", type=Path, default=Path("bench-out/fleet"))
     args = p.parse_args(argv)
     eval_load = args.workload == "mobile-eval"
+    if args.starts:
+        if not eval_load:
+            p.error("--starts: only with --workload mobile-eval")
+        if args.starts.replace(" ", "") != "fresh,second,warm":
+            p.error("--starts: fresh,second,warm (the three are one sequence)")
+        return run_starts(args, sys.argv[1:] if argv is None else argv)
+    if args.passes < 1:
+        p.error("--passes must be >= 1")
     if eval_load and (args.loop != "agent" or args.phone != "sim"):
         p.error("--workload mobile-eval runs the agent loop on rendered simulated phones")
     variants = [v.strip() for v in args.levers.split(",") if v.strip()]
@@ -980,12 +1016,15 @@ def main(argv: list[str] | None = None) -> int:
                 await every(url)
 
             async def every(url: str) -> None:
-                for n in ns:  # the variants side by side at each N: the same machine load
-                    for v in variants:
-                        # Its own N = 1 run is the baseline.
-                        same = [r for r in results if variant(r) == v]
-                        results.append(summarise(await one(n, url, v), same,
-                                                 several=len(variants) > 1))
+                for k in range(args.passes):
+                    first = len(results)
+                    for n in ns:  # the variants side by side at each N: the same machine load
+                        for v in variants:
+                            # Its own N = 1 run (of this pass) is the baseline.
+                            same = [r for r in results[first:] if variant(r) == v]
+                            stats = await one(n, url, v)
+                            stats.start = args.start_label if k == 0 else "warm"
+                            results.append(summarise(stats, same, several=len(variants) > 1))
 
             async def one(n: int, url: str, levers: str) -> RunStats:
                 if eval_load:
@@ -1165,12 +1204,65 @@ def summarise(s: RunStats, previous: list[dict[str, Any]], several: bool = False
             "cpu_s_per_step": round(sum(s.stage_total_s.values()) / n_steps, 4),
             "work_per_step": {k: round(v / n_steps, 1) for k, v in sorted(s.work_counts.items())},
             "levers": s.levers,
+            "prepare": s.prepare, "start": s.start,
             "episode_results": s.episodes,
         })
     tag = s.levers or (s.capture if several else "")
     print(f"N={s.n}{f' ({tag})' if tag else ''}: {r['steps_per_s']} steps/s, ratio {r['ratio']}, overhead p95 "
           f"{r['overhead_p95_s']} s, errors {r['errors']}", flush=True)
     return r
+
+
+STARTS_TABLE = ("start", "prepare s", "prepare CPU s", "shapes", "perc CPU mean", "p50",
+                "detect", "recognize", "encode", "decode", "steps", "SU")
+
+
+def run_starts(args: argparse.Namespace, argv: list[str]) -> int:
+    """--starts: the N = 1 run as a fresh install (an empty OCR cache), a second process on
+    the cache the first left, and that process again once warmed up; each process is a
+    child of this one, with ``MOBAGENT_OCR_CACHE`` pointing at one new folder."""
+    from models.ocr import CACHE_ENV
+
+    keep: list[str] = []
+    skip = {"--starts", "--out", "--devices", "--passes", "--start-label"}
+    it = iter(argv)
+    for a in it:
+        if a.split("=", 1)[0] in skip:
+            if "=" not in a:
+                next(it, None)
+            continue
+        keep.append(a)
+    args.out.mkdir(parents=True, exist_ok=True)
+    cache = args.out / "ocr-cache"
+    if cache.exists():
+        shutil.rmtree(cache)  # a fresh install's: nothing compiled, no shapes recorded
+    env = {**os.environ, CACHE_ENV: str(cache.resolve())}
+    rows: list[dict[str, Any]] = []
+    for label, passes in (("fresh", 1), ("second", 2)):
+        out = args.out / label
+        cmd = [sys.executable, str(Path(__file__).resolve()), *keep, "--devices", "1",
+               "--passes", str(passes), "--start-label", label, "--out", str(out)]
+        print(f"--- {label} start: {' '.join(cmd[1:])}", flush=True)
+        if subprocess.run(cmd, env=env, check=False).returncode != 0:
+            print(f"the {label} start failed", file=sys.stderr)
+            return 1
+        rows += json.loads((out / "fleet.json").read_text())["results"]
+    print("\nperception's start and a step's perception CPU (s), one phone (runtime.cpu_ledger)")
+    print(" ".join(f"{h:>13}" for h in STARTS_TABLE))
+    summary: dict[str, Any] = {}
+    for r in rows:
+        st, prep = r["stage_cpu_s_per_step"], r["prepare"]
+        print(" ".join(f"{v:>13}" for v in (
+            r["start"], f"{prep.get('wall_s', 0):.2f}", f"{prep.get('cpu_s', 0):.2f}",
+            prep.get("shapes", 0), f"{r['perception_cpu_s_mean']:.4f}",
+            f"{r['perception_cpu_s_p50']:.4f}", *(f"{st.get(k, 0.0):.4f}" for k in (
+                "detect", "recognize", "encode", "decode")), r["steps"], r["SU"])))
+        summary[r["start"]] = {"perception_cpu_s_mean": r["perception_cpu_s_mean"],
+                               "perception_cpu_s_p50": r["perception_cpu_s_p50"],
+                               "prepare": prep, "SU": r["SU"]}
+    (args.out / "starts.json").write_text(json.dumps({"results": rows}, indent=2))
+    print(json.dumps(summary))
+    return 0
 
 
 if __name__ == "__main__":

@@ -858,6 +858,12 @@ class Perception:
                         cv2.FONT_HERSHEY_SIMPLEX, 1.5, (0, 0, 0), 3)
         self.ocr_engine.run_bgr(bgr)
 
+    def prepare(self, stop: threading.Event | None = None) -> dict[str, tuple[int, int]]:
+        """Load the OCR models and prepare the input shapes they ran before (and, on a fresh
+        install, the recogniser's common ones): ``Ocr.prepare``. Safe beside reads: a step
+        that needs the models meanwhile waits for the load, then runs."""
+        return self.ocr_engine.prepare(stop)
+
     def _providers_for(self, own: Sequence[str]) -> list[str]:
         """A model's own providers (``perception.ocr.providers``, ...) when it has them,
         else perception's."""

@@ -38,6 +38,7 @@ from models.openvino_session import OpenVinoSession
 from models.openvino_session import available as openvino_available
 from models.providers import check_session
 from models.providers import resolve as resolve_providers
+from models.shape_book import Shape, ShapeBook
 from runtime.cpu_ledger import note, stage
 from runtime.errors import MobagentError
 
@@ -193,6 +194,10 @@ class OcrSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
     # onnxruntime's graph optimisations saved once into the OCR cache (`ocr_cache_dir`) and
     # loaded from there by later processes (CPU provider only: the saved graph is tied to it).
     save_optimized: bool = True
+    # OpenVINO: each input shape a model runs is recorded in the OCR cache, and prepared
+    # when perception starts (`Perception.prepare`), so a new process meets its shapes
+    # prepared (`models/shape_book.py`). False: nothing recorded or read.
+    prepare_shapes: bool = True
 
 
 class OcrLine(msgspec.Struct, frozen=True):
@@ -410,6 +415,12 @@ def optimized_path(source: bytes) -> Path:
     return ocr_cache_dir() / f"opt-{digest(source)}-{_cpu_tag()}.onnx"
 
 
+def shape_book_path(model: Path | bytes) -> Path:
+    """Where the input shapes a model file has run are recorded (`models/shape_book.py`)."""
+    data = model.read_bytes() if isinstance(model, Path) else model
+    return ocr_cache_dir() / "openvino" / f"shapes-{digest(data)}.jsonl"
+
+
 def choose_runtime(wanted: OcrRuntime,
                    providers: Sequence[str]) -> Literal["onnxruntime", "openvino"]:
     """What runs OCR's models (`OcrSettings.runtime`): "auto" takes OpenVINO when it is
@@ -522,9 +533,12 @@ class Ocr:
         for part, (src, spin) in sources.items():
             what = f"OCR {part} model of {s.models!r}"
             if self.runtime == "openvino":
+                seeds = self._rec_seeds() if part == "rec" else ()
                 sessions[part] = OpenVinoSession(
                     src, threads=s.threads, what=what,
-                    cache_dir=ocr_cache_dir() / "openvino" if opt else None)
+                    cache_dir=ocr_cache_dir() / "openvino" if opt else None,
+                    shapes=ShapeBook(shape_book_path(src) if s.prepare_shapes else None,
+                                     seeds=seeds))
                 continue
             session = load_session(src, self.providers, threads=s.threads, spin=spin,
                                    save_optimized=opt)
@@ -549,6 +563,33 @@ class Ocr:
         self._det_inv_std = 1 / (np.asarray(engine.text_det.std, dtype=np.float32) * 255)
         log.info("ocr_engine", runtime=self.runtime, models=s.models, kinds=self.model_kinds,
                  threads=s.threads)
+
+    def _rec_seeds(self) -> list[Shape]:
+        """The recogniser's shapes a fresh install prepares before it has run any: a line a
+        run, each read height, widths in `SINGLE_LINE_WIDTH_STEP`s up to `SEED_MAX_WIDTH`
+        (where nearly all of a phone's lines fall)."""
+        s = self.settings
+        if not self.single_line_runs:
+            return []
+        step = SINGLE_LINE_WIDTH_STEP
+        first = int(np.ceil(s.rec_min_width / step) * step)
+        heights = sorted({h for h in (s.rec_height, s.rec_height_tall) if h > 0})
+        return [(("x", (1, 3, h, w)),) for w in range(first, SEED_MAX_WIDTH + 1, step)
+                for h in heights]
+
+    def prepare(self, stop: threading.Event | None = None) -> dict[str, tuple[int, int]]:
+        """Prepare each model's recorded input shapes (OpenVINO; onnxruntime has nothing to
+        prepare): per part, the shapes prepared and those that failed."""
+        sessions = {"det": self._det.infer.session, "rec": self._rec.session.session}
+        if self.settings.use_cls:
+            sessions["cls"] = self._cls.infer.session
+        return {part: session.prepare(stop) for part, session in sessions.items()
+                if isinstance(session, OpenVinoSession)}
+
+    def forget_lines(self) -> None:
+        """Empty the crop cache (``rec_cache``): what a new process would start with."""
+        with self._rec_lock:
+            self._rec_seen.clear()
 
     # -- the pipeline -------------------------------------------------------------------
 
@@ -722,6 +763,9 @@ class Ocr:
 # A line read on its own (OpenVINO) is padded to a multiple of this width: fewer input
 # shapes to prepare (see `Ocr.single_line_runs`) for 5 % more px than steps of 8.
 SINGLE_LINE_WIDTH_STEP = 32
+
+# A fresh install prepares recogniser widths up to this (`Ocr._rec_seeds`).
+SEED_MAX_WIDTH = 1024
 
 # One recogniser run costs about as much as this many pixels of line width (1.5-2 ms against
 # ~0.035 ms per px of a 48 px high line on a 2-core CPU).

@@ -9,6 +9,9 @@ post-processing stay rapidocr's and ours.
 
 With ``threads = 1`` a run executes on the calling thread (so `runtime.cpu_ledger` charges
 all of it); with more, OpenVINO's own pool threads do the work, as onnxruntime's do.
+
+Each run's input shape goes into the model's ``ShapeBook`` (``models/shape_book.py``), and
+``prepare`` runs every shape in it once, so that a new process meets its shapes prepared.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import msgspec
 import numpy as np
 import structlog
 
+from models.shape_book import Shape, ShapeBook
 from runtime.errors import MobagentError
 
 log = structlog.get_logger(__name__)
@@ -62,7 +66,7 @@ class OpenVinoSession:
     OpenVINO request may not be run from two threads at once)."""
 
     def __init__(self, model: Path | bytes, *, threads: int = 0, cache_dir: Path | None = None,
-                 what: str = "model") -> None:
+                 what: str = "model", shapes: ShapeBook | None = None) -> None:
         try:
             import openvino as ov
         except ImportError as exc:
@@ -94,6 +98,7 @@ class OpenVinoSession:
         self._output_index = {o.name: i for i, o in enumerate(self._outputs)}
         self._meta = ModelMeta(custom_metadata_map=_framework_meta(read))
         self._local = threading.local()
+        self.shapes = shapes if shapes is not None else ShapeBook(None)
 
     def _request(self) -> Any:
         request = getattr(self._local, "request", None)
@@ -104,9 +109,29 @@ class OpenVinoSession:
     def run(self, output_names: Sequence[str] | None,
             feed: Mapping[str, np.ndarray]) -> list[np.ndarray]:
         """The outputs named (None: all, in the model's order) for the inputs fed by name."""
+        self.shapes.note(feed)
         result = self._request().infer(dict(feed))  # copies out: the request is reused
         names = [o.name for o in self._outputs] if output_names is None else output_names
         return [np.asarray(result[self._output_index[name]]) for name in names]
+
+    def prepare(self, stop: threading.Event | None = None) -> tuple[int, int]:
+        """Run each shape of the book once on zeros (OpenVINO prepares its kernels per input
+        shape), until ``stop`` is set; how many were prepared, and how many failed (a shape
+        the model refuses: skipped)."""
+        done = failed = 0
+        inputs = {i.name for i in self._inputs}
+        for shape in self.shapes.to_prepare():
+            if stop is not None and stop.is_set():
+                break
+            if {name for name, _dims in shape} != inputs:
+                continue  # another model's file under the same name, or a changed model
+            try:
+                self._request().infer({name: np.zeros(dims, np.float32) for name, dims in shape})
+                done += 1
+            except Exception as exc:  # OpenVINO raises its own untyped errors
+                failed += 1
+                log.debug("shape_prepare_failed", shape=_text(shape), error=str(exc))
+        return done, failed
 
     def get_inputs(self) -> list[NodeArg]:
         return list(self._inputs)
@@ -119,6 +144,10 @@ class OpenVinoSession:
 
     def get_providers(self) -> list[str]:
         return [f"OpenVINO:{DEVICE}"]
+
+
+def _text(shape: Shape) -> str:
+    return " ".join(f"{name}{list(dims)}" for name, dims in shape)
 
 
 def _node(port: Any) -> NodeArg:
