@@ -533,7 +533,8 @@ class Ocr:
         for part, (src, spin) in sources.items():
             what = f"OCR {part} model of {s.models!r}"
             if self.runtime == "openvino":
-                seeds = self._rec_seeds() if part == "rec" else ()
+                seeds = (self._rec_seeds() if part == "rec" else
+                         self._det_seeds() if part == "det" else [])
                 sessions[part] = OpenVinoSession(
                     src, threads=s.threads, what=what,
                     cache_dir=ocr_cache_dir() / "openvino" if opt else None,
@@ -577,6 +578,17 @@ class Ocr:
         return [(("x", (1, 3, h, w)),) for w in range(first, SEED_MAX_WIDTH + 1, step)
                 for h in heights]
 
+    def _det_seeds(self) -> list[Shape]:
+        """The detector's shapes a fresh install prepares: the whole frame of the common
+        phone screens (`SEED_SCREENS`; band re-reads' shapes are recorded as they come)."""
+        s = self.settings
+        shapes = []
+        for w, h in SEED_SCREENS:
+            part = h - int(h * s.skip_top_frac) - int(h * s.skip_bottom_frac)
+            dw, dh = self._det_size(part, w, self.det_scale(h, w))
+            shapes.append((("x", (1, 3, dh, dw)),))
+        return list(dict.fromkeys(shapes))
+
     def prepare(self, stop: threading.Event | None = None) -> dict[str, tuple[int, int]]:
         """Prepare each model's recorded input shapes (OpenVINO; onnxruntime has nothing to
         prepare): per part, the shapes prepared and those that failed."""
@@ -615,9 +627,14 @@ class Ocr:
             return min(s.det_small_to / min(h, w), 2 * s.det_small_to / max(h, w))
         return min(1.0, s.det_side / max(h, w))
 
+    @staticmethod
+    def _det_size(h: int, w: int, scale: float) -> tuple[int, int]:
+        """The detector input's (width, height) for an h x w image at ``scale``."""
+        return max(32, round(w * scale / 32) * 32), max(32, round(h * scale / 32) * 32)
+
     def _det_input(self, bgr: np.ndarray, scale: float) -> np.ndarray:
         h, w = bgr.shape[:2]
-        size = (max(32, round(w * scale / 32) * 32), max(32, round(h * scale / 32) * 32))
+        size = self._det_size(h, w, scale)
         img = cv2.resize(bgr, size) if size != (w, h) else bgr
         if self.settings.det_clahe > 0:
             # A CLAHE object keeps its working buffers between calls: one per call keeps
@@ -764,8 +781,11 @@ class Ocr:
 # shapes to prepare (see `Ocr.single_line_runs`) for 5 % more px than steps of 8.
 SINGLE_LINE_WIDTH_STEP = 32
 
-# A fresh install prepares recogniser widths up to this (`Ocr._rec_seeds`).
+# A fresh install prepares recogniser widths up to this (`Ocr._rec_seeds`), and the
+# detector's whole-frame input for these screens (w, h; `Ocr._det_seeds`): 20:9, 19.5:9 and
+# 16:9 at 1080 px, 20:9 at 1440 and 720 px, a 4:3 tablet.
 SEED_MAX_WIDTH = 1024
+SEED_SCREENS = ((1080, 2400), (1080, 2340), (1080, 1920), (1440, 3200), (720, 1600), (1600, 2560))
 
 # One recogniser run costs about as much as this many pixels of line width (1.5-2 ms against
 # ~0.035 ms per px of a 48 px high line on a 2-core CPU).
