@@ -179,6 +179,9 @@ class PerceptionEngine:
         # thread CPU per device and stage (runtime.cpu_ledger): the work done for each
         # phone's frames, speculative reads included, whoever's step waited for it
         self.ledger = CpuLedger()
+        # the host's frames (set by AgentServices): the grounder's image when capture made
+        # no encoding (nobody on the bus read it) is made there, once, as the bus had it
+        self.frames: FrameStore | None = None
 
     async def _off_loop(self, device: str, fn: Callable[[], T]) -> T:
         """``fn`` in a worker thread under ``timeout_s`` (on timeout the thread is abandoned,
@@ -326,6 +329,11 @@ class PerceptionEngine:
         assert self.grounder is not None
         frame = captured.frame
         h, w = captured.rgb.shape[:2]
+        if not frame.data and self.frames is not None:
+            try:
+                frame = await self.frames.encoded(frame.frame_id, frame.device)
+            except KeyError:
+                pass  # not this host's frame (or too old): the PNG below
         if frame.data:
             data = frame.data
         else:
