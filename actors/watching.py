@@ -125,11 +125,15 @@ class WatchingActor(Actor):
             await self.on_screens(msg.device)
 
 
+END_TIMEOUT_S = 1.0  # the lease's end, sent on the way out: a closing watcher waits no longer
+
+
 class Interest:
     """A watcher's lease, kept alive (``run``) on its own bus: published at once, renewed
-    each third of ``lease_s``, and ended when ``run`` is cancelled (best effort: else the
-    lease runs out). ``renew`` sends it again now (a host that just came online learns it
-    before the next renewal)."""
+    each third of ``lease_s``, and ended when ``run`` is cancelled. The end is best effort
+    (QoS 0, briefly): a watcher cancelled with its bus has no connection left to say it
+    on, and its lease then runs out. ``renew`` sends it again now (a host that just came
+    online learns it before the next renewal)."""
 
     def __init__(self, bus: Publisher, watcher: str, *, screens: bool = False,
                  frames: bool = False, device: str = "", lease_s: float = LEASE_S,
@@ -154,12 +158,13 @@ class Interest:
         finally:
             with anyio.CancelScope(shield=True):
                 await self._send(Watching(watcher=self.lease.watcher, device=self.lease.device,
-                                          lease_s=0))
+                                          lease_s=0), qos=0,
+                                 timeout_s=min(END_TIMEOUT_S, self.publish_timeout_s))
 
-    async def _send(self, msg: Watching) -> None:
+    async def _send(self, msg: Watching, *, qos: int = 1, timeout_s: float | None = None) -> None:
         try:
-            with anyio.fail_after(self.publish_timeout_s):
-                await self.bus.publish(topics.fleet_watching(), msg)
+            with anyio.fail_after(timeout_s or self.publish_timeout_s):
+                await self.bus.publish(topics.fleet_watching(), msg, qos=qos)
             self.sent += 1
         except Exception as exc:  # the next renewal tries again; the lease covers the gap
             log.info("watching_publish_failed", error=f"{type(exc).__name__}: {exc}")

@@ -33,7 +33,7 @@ import structlog
 import uvicorn
 from anyio.abc import TaskStatus
 
-from actors.watching import Interest
+from actors.watching import LEASE_S, Interest
 from host.dashboard.app import Access, build_app, is_loopback
 from host.dashboard.config import DashboardSettings
 from host.dashboard.feed import Hub
@@ -111,6 +111,8 @@ def page_url(bind: str, port: int, token: str | None) -> str:
 class Dashboard:
     """The state, the hub, and what feeds them from the bus."""
 
+    lease_s = LEASE_S  # the screens lease: how long the hosts make screens after it goes
+
     def __init__(self, settings: DashboardSettings) -> None:
         self.settings = settings
         self.state = FleetState(past_episodes=settings.past_episodes,
@@ -143,7 +145,7 @@ class Dashboard:
     async def run(self, bus: Bus, *, task_status: TaskStatus[None]) -> None:
         """Fold the bus into the state; the screens lease kept beside it (sent once the
         subscriptions are in place, so the hosts' answer to it is not missed)."""
-        self.interest = Interest(bus, bus.client_id, screens=True,
+        self.interest = Interest(bus, bus.client_id, screens=True, lease_s=self.lease_s,
                                  publish_timeout_s=bus.cfg.publish_timeout_s)
         try:
             async with anyio.create_task_group() as tg:
