@@ -2,10 +2,12 @@
 
 ``CaptureEngine`` (one per phone) takes a screenshot through the ``Device`` (raw path by
 default, PNG fallback: ``devices/adb.py``), hashes the pixels, flags a frame identical to
-the previous one, and encodes it once (JPEG or PNG, off the loop); the same bytes go on the
-bus and to the LLM. A frame whose pixels are the previous one's (compared whole:
-``same_pixels``) takes its digest and encodings instead of making them again (a phone
-waiting, or streaming between episodes, costs a comparison, not a hash and three JPEGs);
+the previous one, and encodes it once (JPEG or PNG, off the loop) when asked: the bytes of
+``Frame.data`` and the watchers' ``Screen`` are made only while something reads them
+(``CaptureService``, actors/watching.py). A frame whose pixels are the previous one's
+(compared whole: ``same_pixels``) takes its digest and encodings instead of making them
+again, and makes only what it wants that the previous one lacked (a phone waiting, or
+streaming between episodes, costs a comparison, not a hash and three JPEGs);
 this relies on a frame's pixels not being written after capture, which nothing does (the
 ``FrameStore`` shares them with perception and the reflector, keyed by the digest).
 
