@@ -2,10 +2,12 @@
 
 ``CaptureEngine`` (one per phone) takes a screenshot through the ``Device`` (raw path by
 default, PNG fallback: ``devices/adb.py``), hashes the pixels, flags a frame identical to
-the previous one, and encodes it once (JPEG or PNG, off the loop); the same bytes go on the
-bus and to the LLM. A frame whose pixels are the previous one's (compared whole:
-``same_pixels``) takes its digest and encodings instead of making them again (a phone
-waiting, or streaming between episodes, costs a comparison, not a hash and three JPEGs);
+the previous one, and encodes it once (JPEG or PNG, off the loop) when asked: the bytes of
+``Frame.data`` and the watchers' ``Screen`` are made only while something reads them
+(``CaptureService``, actors/watching.py). A frame whose pixels are the previous one's
+(compared whole: ``same_pixels``) takes its digest and encodings instead of making them
+again, and makes only what it wants that the previous one lacked (a phone waiting, or
+streaming between episodes, costs a comparison, not a hash and three JPEGs);
 this relies on a frame's pixels not being written after capture, which nothing does (the
 ``FrameStore`` shares them with perception and the reflector, keyed by the digest).
 
@@ -36,11 +38,12 @@ import msgspec
 import numpy as np
 import structlog
 
-from actors.frames import FrameStore
+from actors.frames import FrameStore, encode_frame
 from actors.rpc import Entries, Registered, ServiceActor
+from actors.watching import Leases
 from devices.adb import Device
 from devices.adb_output import Wakefulness
-from devices.codecs import encode_jpeg, encode_png, shrink
+from devices.codecs import encode_jpeg, shrink
 from protocol.messages import Frame, FrameRequest, Msg, Screen, TextLine
 from runtime import topics
 from runtime.actor import Publisher
@@ -130,10 +133,6 @@ class Wakeable(Protocol):
     async def key(self, keycode: int) -> None: ...
 
 
-def encode_frame(rgb: np.ndarray, fmt: Literal["png", "jpeg"], quality: int = 80) -> bytes:
-    return encode_png(rgb) if fmt == "png" else encode_jpeg(rgb, quality)
-
-
 SCREEN_QUALITY = 70  # the watchers' small JPEG: a tile or a timeline image, not for reading
 
 
@@ -200,22 +199,34 @@ class Encoded:
 
 
 def encode_capture(rgb: np.ndarray, png: bytes, *, fmt: Literal["png", "jpeg"], quality: int,
-                   view_side: int, view_quality: int, screen_side: int) -> Encoded:
+                   view_side: int, view_quality: int, screen_side: int,
+                   data: bool = True) -> Encoded:
     """A captured frame's digest, black area, encoding (``png``: the phone's PNG, when it
-    sent one, is already that) and small views: capture's ``encode`` stage. The black area
-    is read on the LLM's view when there is one (every pixel of a 1024-px image,
-    area-averaged: a third of the full frame's sampled read); else on the frame.
-    ``bench/codecs.py`` (job ``capture``) times this against the former stage.
+    sent one, is already that; else made only with ``data``) and small views: capture's
+    ``encode`` stage. The black area is read on the LLM's view when there is one (every
+    pixel of a 1024-px image, area-averaged: a third of the full frame's sampled read); else
+    on the frame. ``bench/codecs.py`` (job ``capture``) times this against the former stage.
 
     Tried and left: converting a JPEG frame to OpenCV's order once (BGRA) for all its
     JPEGs made the same bytes and measured 3 % less alone, but in the fleet benchmark
     (frames fresh from the phone, OCR on the other core) the conversion took 2.2 ms
     instead of 0.5 and the stage grew from 15.9 to 17.9 ms per frame."""
     sha = pixel_sha(rgb)
-    data = (png or encode_frame(rgb, fmt)) if fmt == "png" else encode_frame(rgb, fmt, quality)
+    encoded = png if fmt == "png" and png else encode_frame(rgb, fmt, quality) if data else b""
     view, screen, small = views_and_pixels(rgb, view_side, view_quality, screen_side)
     dark = black_area(rgb) if small is None else black_area(small, 1)
-    return Encoded(sha, dark, data, view, screen)
+    return Encoded(sha, dark, encoded, view, screen)
+
+
+def completed(enc: Encoded, rgb: np.ndarray, *, fmt: Literal["png", "jpeg"], quality: int,
+              screen_side: int, data: bool) -> Encoded:
+    """``enc`` (a frame with the same pixels) with what this capture wants and it lacks:
+    the encoding (``data``) or the screen (``screen_side`` > 0); the rest is reused."""
+    if data and not enc.data:
+        enc = replace(enc, data=encode_frame(rgb, fmt, quality))
+    if screen_side > 0 and not enc.screen:
+        enc = replace(enc, screen=views_and_pixels(rgb, 0, 0, screen_side)[1])
+    return enc
 
 
 class CaptureEngine:
@@ -230,7 +241,7 @@ class CaptureEngine:
     ) -> None:
         self.device = device
         self.ledger = ledger  # hashing and encoding each frame: its ``encode`` CPU
-        self.screen_side = screen_side  # > 0: every capture also makes a ``Screen`` JPEG
+        self.screen_side = screen_side  # > 0: a capture asked for it makes a ``Screen`` JPEG
         self.limiter = limiter  # bounds the hashing/encoding threads shared by many phones
         self.fmt = fmt
         self.quality = quality
@@ -244,11 +255,14 @@ class CaptureEngine:
         self._decoded = 0.0  # the device's decode CPU already on the ledger
 
     async def capture(self, *, episode_id: str = "", step: int = 0, view_side: int = 0,
-                      view_quality: int = 85, wake: bool = True) -> Captured:
+                      view_quality: int = 85, wake: bool = True, screen: bool = True,
+                      data: bool = True) -> Captured:
         """A frame of the phone; a black one is told apart (see the module's doc), and a
         sleeping phone woken, unless ``wake`` is False (the idle stream between episodes
-        leaves a phone asleep: its black frame is flagged ``black`` unasked)."""
-        take = (episode_id, step, view_side, view_quality)
+        leaves a phone asleep: its black frame is flagged ``black`` unasked). ``screen``:
+        make the watchers' ``Screen`` JPEG (with ``screen_side``); ``data``: the encoding in
+        ``Frame.data`` (a phone's PNG, which costs nothing, is kept either way)."""
+        take = (episode_id, step, view_side, view_quality, screen, data)
         cap, dark = await self._take(*take)
         device = self.device
         if not wake or dark != "frame" or not isinstance(device, Wakeable) \
@@ -275,8 +289,8 @@ class CaptureEngine:
             log.info("capture_wakefulness_unknown", error=f"{type(exc).__name__}: {exc}")
             return None
 
-    async def _take(self, episode_id: str, step: int, view_side: int,
-                    view_quality: int) -> tuple[Captured, BlackArea | None]:
+    async def _take(self, episode_id: str, step: int, view_side: int, view_quality: int,
+                    screen: bool, data: bool) -> tuple[Captured, BlackArea | None]:
         t0 = time.perf_counter()
         with anyio.fail_after(self.timeout_s):
             shot = await self.device.screenshot()
@@ -289,21 +303,25 @@ class CaptureEngine:
             self.ledger.add(self.device.serial, "decode", decoded - self._decoded)
             self._decoded = decoded
 
-        how = (self.fmt, self.quality, view_side, view_quality, self.screen_side)
+        how = (self.fmt, self.quality, view_side, view_quality)
         last = self._last
+        screen_side = self.screen_side if screen else 0
 
         def work() -> Encoded:
             with charging(self.ledger, self.device.serial), stage("encode"):
                 if last is not None and last[1] == how and same_pixels(last[0], rgb):
-                    return last[2]  # the same pixels encode to the same bytes: made once
+                    # the same pixels encode to the same bytes: made once, what this capture
+                    # wants more (a watcher came) made now
+                    return completed(last[2], rgb, fmt=self.fmt, quality=self.quality,
+                                     screen_side=screen_side, data=data)
                 return encode_capture(rgb, shot.png, fmt=self.fmt, quality=self.quality,
                                       view_side=view_side, view_quality=view_quality,
-                                      screen_side=self.screen_side)
+                                      screen_side=screen_side, data=data)
 
         with anyio.fail_after(self.timeout_s):
             enc = await anyio.to_thread.run_sync(work, limiter=self.limiter)
         self._last = (rgb, how, enc)
-        sha, dark, data, view, screen = enc.sha, enc.dark, enc.data, enc.view, enc.screen
+        sha, dark, view = enc.sha, enc.dark, enc.view
         flags: list[str] = []
         if self.previous is not None and self.previous.frame.sha256 == sha:
             flags.append("identical")
@@ -313,10 +331,11 @@ class CaptureEngine:
         frame = Frame(
             device=self.device.serial, episode_id=episode_id, step=step,
             frame_id=f"{sha[:12]}-{self.count}", sha256=sha, width=shot.width,
-            height=shot.height, format=self.fmt, data=data, flags=flags,
+            height=shot.height, format=self.fmt, data=enc.data, flags=flags,
             capture_path=shot.path,
         )
-        captured = Captured(frame, rgb, t1 - t0, time.perf_counter() - t1, view, screen)
+        captured = Captured(frame, rgb, t1 - t0, time.perf_counter() - t1, view,
+                            enc.screen if screen else b"")
         self.previous = captured
         return captured, dark
 
@@ -337,7 +356,14 @@ class CaptureEntry(Registered, Protocol):
 
 
 class CaptureService(ServiceActor[CaptureEntry]):
-    """Host-level: answers ``FrameRequest`` with a ``Frame`` from the device's engine."""
+    """Host-level: answers ``FrameRequest`` with a ``Frame`` from the device's engine.
+
+    What only watchers read is made only while one reads it (``leases``,
+    actors/watching.py): the ``Screen`` while a screens lease names the phone, the encoding
+    in the published ``Frame.data`` while a frames lease does or the asker says it needs it
+    (``FrameRequest.data``: it is not on this host). The frame store keeps the pixels, so a
+    reader on this host gets the bytes from there when it needs them (``FrameStore.encoded``).
+    """
 
     name = "capture"
     kinds = (FrameRequest,)
@@ -346,11 +372,13 @@ class CaptureService(ServiceActor[CaptureEntry]):
 
     def __init__(self, bus: Publisher, registry: Entries[CaptureEntry], frames: FrameStore,
                  perception: TextReader, *, concurrency: int | None = None,
-                 app_timeout_s: float = 15.0) -> None:
+                 app_timeout_s: float = 15.0, leases: Leases | None = None) -> None:
         super().__init__(bus, registry, concurrency=concurrency)
         self.frames = frames
         self.perception = perception
         self.app_timeout_s = app_timeout_s
+        self.leases = leases if leases is not None else Leases()
+        self.screens_caught_up = 0  # screens published for a new watcher from held frames
 
     async def serve(self, entry: CaptureEntry, req: Msg) -> Msg:
         assert isinstance(req, FrameRequest)
@@ -366,6 +394,8 @@ class CaptureService(ServiceActor[CaptureEntry]):
                 failed.append(exc)
 
         cap: Captured | None = None
+        screen = entry.capture.screen_side > 0 and self.leases.screens(req.device)
+        data = req.data or self.leases.frames(req.device)
         async with anyio.create_task_group() as tg:  # the adb call alongside the screenshot
             if req.app:
                 tg.start_soon(read_app)
@@ -373,20 +403,46 @@ class CaptureService(ServiceActor[CaptureEntry]):
                 cap = await entry.capture.capture(episode_id=req.episode_id, step=req.step,
                                                   view_side=req.view_side,
                                                   view_quality=req.view_quality,
-                                                  wake=req.purpose != "stream")
+                                                  wake=req.purpose != "stream",
+                                                  screen=screen, data=data)
             except Exception as exc:
                 failed.insert(0, exc)
                 tg.cancel_scope.cancel()
         if failed:
             raise failed[0]
         assert cap is not None
+        # Kept before the read: a remote reader's request takes its bytes from the store.
+        self.frames.put(cap.frame, cap.rgb, cap.view, quality=entry.capture.quality,
+                        transient=req.purpose == "read")
         lines = await self.perception.read_lines(cap, req.device) if req.ocr else []
         frame = msgspec.structs.replace(cap.frame, app=app, lines=lines)
-        self.frames.put(frame, cap.rgb, cap.view)
+        self.frames.put(frame)
         entry.latest_frame = frame.frame_id
         if cap.screen:
             await self.publish_screen(frame, cap.screen)
-        return frame
+        # A phone's PNG kept while nobody reads it stays here: the bus copy goes without it.
+        return frame if data or not frame.data else msgspec.structs.replace(frame, data=b"")
+
+    async def show_latest(self, device: str = "") -> None:
+        """A new watcher's screens at once: the ``Screen`` of each phone's latest frame
+        ("": every phone this host holds one of), made from the pixels the frame store
+        holds, so a dashboard opened after the phones ran shows every one at once."""
+        for serial in [device] if device else self.frames.devices():
+            entry = self.registry.get(serial)
+            held = self.frames.latest(serial)
+            if entry is None or held is None or entry.capture.screen_side <= 0:
+                continue
+            frame, rgb = held
+            engine = entry.capture
+
+            def small(rgb: np.ndarray = rgb, engine: CaptureEngine = engine) -> bytes:
+                with charging(engine.ledger, engine.device.serial), stage("encode"):
+                    return views_and_pixels(rgb, 0, 0, engine.screen_side)[1]
+
+            with anyio.fail_after(engine.timeout_s):
+                data = await anyio.to_thread.run_sync(small, limiter=engine.limiter)
+            await self.publish_screen(frame, data)
+            self.screens_caught_up += 1
 
     async def publish_screen(self, frame: Frame, data: bytes) -> None:
         """The frame's ``Screen`` for watchers: QoS 0 and best effort (a watcher misses one

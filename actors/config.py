@@ -69,7 +69,8 @@ class AgentSettings(Section):
     jpeg_quality: Annotated[int, Meta(ge=1, le=95)] = 80
     stream_interval_s: Annotated[float, Meta(ge=0)] = 0.0  # >0: publish frames between steps
     # Each frame's small JPEG (``Screen``, longest side in pixels) on devices/{serial}/screen
-    # for the dashboard's tiles and timeline; 0: none (a dashboard then shows no screens).
+    # for the dashboard's tiles and timeline, made while a dashboard watches (its lease:
+    # actors/watching.py); 0: none (a dashboard then shows no screens).
     screen_side: Annotated[int, Meta(ge=0, le=2048)] = 360
     packages: dict[str, str] = msgspec.field(default_factory=lambda: dict(DEFAULT_PACKAGES))
     launcher_pages: Annotated[int, Meta(ge=1)] = 4  # pages swiped looking for an app label

@@ -616,9 +616,13 @@ class _Episode:
         """The point to act on, from perception (and the chooser on an ``Ambiguous``); None
         when the target is not on the screen (the step then ends, recorded as not found)."""
         svc = self.agent.services
-        req = self.request(GroundRequest(  # a worker elsewhere gets the frame with it
+        # A worker elsewhere gets the frame with it, bytes and all (made here if capture
+        # made none: nobody on the bus read them).
+        carried = (await svc.frames.encoded(before.frame_id, before.device)
+                   if svc.remote_perception else None)
+        req = self.request(GroundRequest(
             frame_id=before.frame_id, operation=op, snap_radius_px=self.settings.snap_radius_px,
-            thought=ctx.thought[:2000], frame=before if svc.remote_perception else None,
+            thought=ctx.thought[:2000], frame=carried,
             max_cost_usd=self.cap.max_usd if self.cap else 0.0,
             cost_usd=max(self.cost_usd, self.cap.spent_usd) if self.cap else 0.0))
         ans = await self.agent.call(req, (Grounded, Ambiguous, NotFound), self.t_ground,
@@ -648,7 +652,9 @@ class _Episode:
         target = op.description if isinstance(op, ClickIcon) else getattr(op, "text", "")
         labels = [c.index for c in ans.candidates]
         with clock.timed("llm"):
-            choice = await self.policy.choose(ctx, target, ans.marked_image or before.data,
+            image = ans.marked_image or (await self.agent.services.frames.encoded(
+                before.frame_id, before.device)).data
+            choice = await self.policy.choose(ctx, target, image,
                                               labels, [c.text for c in ans.candidates],
                                               [c.box.center for c in ans.candidates],
                                               reason=ans.reason,
@@ -893,15 +899,21 @@ class _Episode:
             (ActionDone,), self.t_act)
 
     async def frame(self, step: int, *, app: bool = False) -> Frame:
-        """A step frame from the capture service, with its OCR lines when hints are on."""
-        return await self.agent.request_frame(episode_id=self.episode_id, step=step,
-                                              correlation_id=self.ids.correlation_id,
-                                              view=self.view, app=app,
-                                              ocr=self.settings.ocr_hints)
+        """A step frame from the capture service, with its OCR lines when hints are on;
+        without an LLM-sized view (the policy names none) its full encoding is made here
+        now, if capture made none, for ``screenshot``."""
+        frame = await self.agent.request_frame(episode_id=self.episode_id, step=step,
+                                               correlation_id=self.ids.correlation_id,
+                                               view=self.view, app=app,
+                                               ocr=self.settings.ocr_hints)
+        frames = self.agent.services.frames
+        if not frame.data and not frames.view(frame.frame_id, frame.device):
+            return await frames.encoded(frame.frame_id, frame.device)
+        return frame
 
     def screenshot(self, frame: Frame) -> bytes:
-        """The frame as the LLM gets it: capture's LLM-sized view on this host, else the
-        bus encoding (the LLM client then scales it itself)."""
+        """The frame as the LLM gets it: capture's LLM-sized view on this host, else its
+        full encoding (the LLM client then scales it itself)."""
         return self.agent.services.frames.view(frame.frame_id, frame.device) or frame.data
 
     def context(self, before: Frame, hints: tuple[str, ...] = ()) -> StepContext:

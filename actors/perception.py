@@ -196,6 +196,9 @@ class PerceptionEngine:
         # thread CPU per device and stage (runtime.cpu_ledger): the work done for each
         # phone's frames, speculative reads included, whoever's step waited for it
         self.ledger = CpuLedger()
+        # the host's frames (set by AgentServices): the grounder's image when capture made
+        # no encoding (nobody on the bus read it) is made there, once, as the bus had it
+        self.frames: FrameStore | None = None
         self._preparing: threading.Thread | None = None
         self._stop_preparing = threading.Event()
         self.prepared = threading.Event()  # set when start_preparing's work has ended
@@ -390,6 +393,11 @@ class PerceptionEngine:
         assert self.grounder is not None
         frame = captured.frame
         h, w = captured.rgb.shape[:2]
+        if not frame.data and self.frames is not None:
+            try:
+                frame = await self.frames.encoded(frame.frame_id, frame.device)
+            except KeyError:
+                pass  # not this host's frame (or too old): the PNG below
         if frame.data:
             data = frame.data
         else:

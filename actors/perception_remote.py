@@ -59,12 +59,16 @@ class RemoteTimes:
 class RemotePerception:
     """The host's side of remote perception for capture: OCR lines over the bus."""
 
-    def __init__(self, requests: Requests, times: RemoteTimes) -> None:
+    def __init__(self, requests: Requests, times: RemoteTimes,
+                 frames: FrameStore | None = None) -> None:
         self.requests = requests
         self.times = times
+        self.frames = frames  # the host's: a frame sent without its bytes gets them there
 
     async def read_lines(self, captured: Captured, device: str = "") -> list[TextLine]:
         frame = captured.frame
+        if not frame.data and self.frames is not None:  # a worker elsewhere needs the bytes
+            frame = await self.frames.encoded(frame.frame_id, frame.device)
         req = ReadTextRequest(device=device or frame.device, episode_id=frame.episode_id,
                               step=frame.step, correlation_id=frame.correlation_id,
                               frame_id=frame.frame_id, frame=frame,

@@ -38,6 +38,7 @@ from actors.perception import PerceptionEngine, PerceptionService
 from actors.perception_remote import RemotePerception, RemoteTimes
 from actors.reflector import ReflectorEngine, ReflectorService
 from actors.rpc import DeviceRegistry, LoopbackBus, ReplyRouter, Requests
+from actors.watching import Leases, WatchingActor
 from devices.adb import Device
 from runtime.actor import Actor, Publisher, Router
 from runtime.cpu_ledger import CpuLedger
@@ -87,15 +88,19 @@ class AgentServices:
         if remote_perception is None:
             self.perception_engine = reader = perception or PerceptionEngine()
             self.perception_engine.ledger = self.cpu_ledger
+            self.perception_engine.frames = self.frames
             self.perception = PerceptionService(self.bus, self.registry, self.frames,
                                                 self.perception_engine, concurrency=concurrency)
             self.ground_timeout_s = self.perception.serve_timeout_s
         else:
-            reader = RemotePerception(self.requests, remote_perception)
+            reader = RemotePerception(self.requests, remote_perception, self.frames)
             self.ground_timeout_s = remote_perception.timeout_s
             self.ground_resend_s = remote_perception.resend_after_s
+        # What the watchers read (screens, full frames): capture makes only that.
+        self.leases = Leases()
         self.capture = CaptureService(self.bus, self.registry, self.frames, reader,
-                                      concurrency=concurrency)
+                                      concurrency=concurrency, leases=self.leases)
+        self.watching = WatchingActor(self.bus, self.leases, self.capture.show_latest)
         self.actuator = ActuatorService(
             self.bus, self.registry, self.requests, concurrency=concurrency,
             frame_timeout_s=self.capture.serve_timeout_s + self.ground_timeout_s)
@@ -127,7 +132,8 @@ class AgentServices:
     def actors(self) -> list[Actor]:
         """What to run on the host's bus (``run_actors``), reply router first."""
         local = [self.perception] if self.perception is not None else []
-        return [self.replies, self.capture, *local, self.actuator, self.reflector]
+        return [self.replies, self.capture, *local, self.actuator, self.reflector,
+                self.watching]
 
     def register(self, device: Device, settings: AgentSettings) -> DeviceEntry:
         """Serve a phone (the host calls this when it adds one; again when it comes back

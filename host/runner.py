@@ -131,6 +131,8 @@ def agent_host(
         actors: list[Actor] = [*services.actors()]
         if record_dir is not None:
             actors.append(Recorder(bus, Path(record_dir)))
+            # It reads every frame's bytes from the bus: a lease for as long as the host runs.
+            services.leases.hold("recorder", frames=True)
         if progress is not False:
             actors.append(ProgressPrinter(bus, None if progress is True else progress))
         return agent_worker(make_agent), actors

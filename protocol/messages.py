@@ -94,6 +94,11 @@ class FrameRequest(Msg, tag="frame_request", frozen=True):
     # lines (read through the perception engine's bounded pool).
     app: bool = False
     ocr: bool = False
+    # The asker is not on the capturing host (``mobagent mcp``'s screenshot) and needs the
+    # frame's encoding in ``Frame.data``; on the host the pixels are in its frame store, so
+    # the bytes are made only when something will read them (docs/architecture.md,
+    # "Made only when read").
+    data: bool = False
 
 
 class GivenOutcome(msgspec.Struct, frozen=True):
@@ -174,6 +179,20 @@ class Frame(Msg, tag="frame", frozen=True):
     request_id: str = ""  # the request this answers ("" when none)
     app: str = ""  # the foreground app, when the FrameRequest asked for it
     lines: list[TextLine] = []  # the OCR lines, when the FrameRequest asked for them
+
+
+class Watching(Msg, tag="watching", frozen=True):
+    """A watcher's interest, on ``fleet/watching``: capture makes a phone's ``Screen``
+    (``screens``) and the encoding in ``Frame.data`` (``frames``) only while a lease says
+    someone reads them (MQTT cannot tell a publisher who subscribes). ``device`` names one
+    phone, "" every phone. The lease holds ``lease_s`` seconds from its arrival (the host's
+    clock: the watcher's may differ); the watcher sends it again before then, and 0 ends it.
+    A renewal replaces the lease of the same ``watcher`` and ``device``."""
+
+    watcher: NonEmpty  # who watches (one id per process): its renewals replace its lease
+    screens: bool = False
+    frames: bool = False
+    lease_s: Annotated[float, msgspec.Meta(ge=0, le=3600)] = 30.0
 
 
 class Screen(Msg, tag="screen", frozen=True):
@@ -403,6 +422,7 @@ AGENT_KINDS: Final[tuple[type[Msg], ...]] = (
     Frame, GroundRequest, Grounded, Ambiguous, NotFound, Chosen, Plan, ActionDone, Reflection,
     ReadTextRequest, TextRead,
     EpisodeStarted, EpisodeFinished, LlmUsage, StepTiming, NoteKept, Progress, Screen,
+    Watching,
 )
 Message: TypeAlias = (
     Instruction | Cancel | Approve | Answer | Steer | Question
@@ -411,6 +431,7 @@ Message: TypeAlias = (
     | Reflection | ReadTextRequest | TextRead
     | EpisodeStarted | EpisodeFinished
     | DeviceStatus | HostStatus | Error | LlmUsage | StepTiming | NoteKept | Progress | Screen
+    | Watching
 )
 CODEC: Final = Codec(RUNTIME_KINDS + AGENT_KINDS)
 MESSAGE_TYPES: Final = CODEC.kinds
@@ -428,6 +449,6 @@ __all__ = [
     "GivenVerdict", "GroundRequest", "GroundResult", "Grounded", "HostStatus", "ImageFormat",
     "Instruction", "LlmCall", "LlmUsage", "Message", "Msg", "NonEmpty", "NoteKept", "NotFound", "Plan",
     "Progress", "Question", "ReadTextRequest", "ReflectRequest", "Reflection", "Rejected",
-    "Steer", "StepTiming", "TextRead", "Verdict", "decode", "decode_for", "decode_payload",
+    "Steer", "StepTiming", "TextRead", "Verdict", "Watching", "decode", "decode_for", "decode_payload",
     "encode", "is_binary", "is_rejection", "kind_of",
 ]

@@ -200,7 +200,7 @@ class Recorder(Actor):
             return
         ep_dir = self.episode_dir(msg.episode_id)
         images: list[tuple[Path, bytes]] = []
-        if isinstance(msg, Frame):
+        if isinstance(msg, Frame) and msg.data:  # none: its host made no bytes (no lease)
             rel = f"frames/{msg.step}-{safe_name(msg.frame_id)}.{EXTENSIONS[msg.format]}"
             event["file"] = rel
             images.append((ep_dir / rel, msg.data))

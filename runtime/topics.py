@@ -14,6 +14,8 @@
                                                   by step events carrying the request_id)
     mobagent/v1/fleet/instructions                in: Instruction for any free phone
                                                   (a shared subscription on MQTT 5 brokers)
+    mobagent/v1/fleet/watching                    in: Watching, a watcher's lease on screens
+                                                  and full frames (every host takes it)
     $share/{group}/mobagent/v1/devices/+/requests/{kind}
                                                   how a pool of workers (``mobagent
                                                   perceive``) splits one kind of request
@@ -97,6 +99,11 @@ def fleet_instructions() -> str:
     return f"{ROOT}/fleet/instructions"
 
 
+def fleet_watching() -> str:
+    """Where watchers declare what they read (``Watching``); every host subscribes."""
+    return f"{ROOT}/fleet/watching"
+
+
 def shared_fleet_instructions() -> str:
     """The MQTT 5 shared-subscription filter: each fleet instruction goes to one host."""
     return shared(fleet_instructions(), SHARE_GROUP)
@@ -158,7 +165,8 @@ def all_host_status_filter() -> str:
 # ---- parsing ---------------------------------------------------------------------------
 
 Scope = Literal["device", "fleet", "host"]
-Channel = Literal["instructions", "control", "status", "events", "requests", "screen"]
+Channel = Literal["instructions", "control", "status", "events", "requests", "screen",
+                  "watching"]
 
 
 class TopicInfo(msgspec.Struct, frozen=True):
@@ -180,6 +188,8 @@ def parse(topic: str) -> TopicInfo:
     rest = parts[2:]
     if rest == ["fleet", "instructions"]:
         return TopicInfo("fleet", "instructions")
+    if rest == ["fleet", "watching"]:
+        return TopicInfo("fleet", "watching")
     if len(rest) >= 3 and rest[0] in ("devices", "hosts") and rest[1]:
         scope: Scope = "device" if rest[0] == "devices" else "host"
         name, tail = rest[1], rest[2:]

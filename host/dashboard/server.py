@@ -7,7 +7,10 @@ status, control and instruction topics and to the hosts' status and events, and 
 is known before anything is served; ``task_status`` gets it). The screens come small from
 the capturing hosts (``Screen`` on ``devices/+/screen``): the dashboard takes every event
 kind but the full ``Frame`` and passes each screen's JPEG to the page as it came, so it
-decodes no image.
+decodes no image. The hosts make screens only while someone watches: the dashboard keeps a
+screens lease (``Watching``, actors/watching.py) for as long as it runs, sent again at
+once when a host comes online; each host answers a new lease with every phone's latest
+screen, so the page shows every phone the moment it opens.
 
 ``serve_alongside(cfg)`` is the demo's hook: an embedded broker on a free port (unless
 ``bus.url`` names one), the dashboard on it, and the config the demo should run with.
@@ -30,11 +33,12 @@ import structlog
 import uvicorn
 from anyio.abc import TaskStatus
 
+from actors.watching import LEASE_S, Interest
 from host.dashboard.app import Access, build_app, is_loopback
 from host.dashboard.config import DashboardSettings
 from host.dashboard.feed import Hub
 from host.dashboard.state import FleetState
-from protocol.messages import CODEC, MESSAGE_TYPES, Frame, Msg, Screen
+from protocol.messages import CODEC, MESSAGE_TYPES, Frame, HostStatus, Msg, Screen
 from runtime import topics
 from runtime.broker import configured_address, embedded_broker
 from runtime.bus import BrokerAddress, Bus
@@ -107,13 +111,18 @@ def page_url(bind: str, port: int, token: str | None) -> str:
 class Dashboard:
     """The state, the hub, and what feeds them from the bus."""
 
+    lease_s = LEASE_S  # the screens lease: how long the hosts make screens after it goes
+
     def __init__(self, settings: DashboardSettings) -> None:
         self.settings = settings
         self.state = FleetState(past_episodes=settings.past_episodes,
                                 timeline_steps=settings.timeline_steps, redact=redactor())
         self.hub = Hub(self.state, settings.max_fps)
+        self.interest: Interest | None = None  # the screens lease, while on a bus
 
     def apply(self, topic: str, msg: Msg) -> None:
+        if isinstance(msg, HostStatus) and msg.state == "online" and self.interest is not None:
+            self.interest.renew()  # a host (re)started: it learns the lease now
         if isinstance(msg, Screen):
             try:
                 serial = topics.parse(topic).serial
@@ -134,9 +143,17 @@ class Dashboard:
             self.apply(topic, msg)
 
     async def run(self, bus: Bus, *, task_status: TaskStatus[None]) -> None:
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(self.pump, bus)
-            task_status.started()
+        """Fold the bus into the state; the screens lease kept beside it (sent once the
+        subscriptions are in place, so the hosts' answer to it is not missed)."""
+        self.interest = Interest(bus, bus.client_id, screens=True, lease_s=self.lease_s,
+                                 publish_timeout_s=bus.cfg.publish_timeout_s)
+        try:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(self.pump, bus)
+                tg.start_soon(self.interest.run)
+                task_status.started()
+        finally:
+            self.interest = None
 
 
 async def serve_web(app: Any, sock: socket.socket, *, lifespan: Literal["on", "off"] = "off",

@@ -6,7 +6,10 @@ with backoff while the broker is down, so the MCP server starts and answers with
 status, events and control into the dashboard's ``FleetState`` (the phones' tiles), keeps
 each phone's last events, and follows the instructions this server sent as ``Track``
 values, which the tools wait on. The episodes it sent are recorded (``Recorder``) with
-their frames, and each gets an HTML report when it ends.
+their frames, and each gets an HTML report when it ends. The hosts put a frame's bytes on
+the bus only for a reader that says so: while it takes a phone's frames the link keeps a
+frames lease on that phone (``Watching``, actors/watching.py), and its screenshot request
+asks for the bytes (``FrameRequest.data``).
 
 Nothing here knows MCP: the tools (``host/mcp/server.py``) read tracks and call
 ``submit``, ``control`` and ``screenshot``.
@@ -26,8 +29,9 @@ from typing import Any
 
 import anyio
 import structlog
-from anyio.abc import TaskStatus
+from anyio.abc import TaskGroup, TaskStatus
 
+from actors.watching import Interest
 from host.dashboard.state import FleetState
 from host.mcp.config import McpConfig
 from protocol.messages import (
@@ -151,6 +155,8 @@ class Link:
         self._frames: dict[str, Frame | Error] = {}
         self._frame_waiters: dict[str, anyio.Event] = {}
         self._frame_subs: dict[str, int] = defaultdict(int)
+        self._leases: dict[str, anyio.CancelScope] = {}  # serial -> its frames lease, kept
+        self._tg: TaskGroup | None = None  # the connection's tasks
         self._recorder: Recorder | None = None
 
     # ---- the connection -----------------------------------------------------------------
@@ -176,14 +182,19 @@ class Link:
                     backoff.reset()
                     log.info("mcp_bus_connected", broker=self.address.url)
                     async with anyio.create_task_group() as tg:
+                        self._tg = tg
                         tg.start_soon(self._settle)
+                        for serial, n in self._frame_subs.items():
+                            if n:
+                                self._lease_on(bus, serial)
                         async for topic, msg in bus.messages():
                             await self.apply(topic, msg)
             except BusError as exc:
                 self.error = str(exc)
                 log.warning("mcp_bus_unavailable", broker=self.address.url, error=self.error)
             finally:
-                self.bus = None
+                self.bus, self._tg = None, None
+                self._leases.clear()  # their tasks ended with the connection
                 self.tried.set()
             await anyio.sleep(backoff.next_delay())
 
@@ -364,12 +375,31 @@ class Link:
         if self._frame_subs[serial] == 1:
             with anyio.move_on_after(self.cfg.bus.publish_timeout_s):
                 await bus.subscribe(topics.device_events_filter(serial, "frame"))
+            self._lease_on(bus, serial)
+
+    def _lease_on(self, bus: Bus, serial: str) -> None:
+        """Keep a frames lease on ``serial`` (its host then puts the bytes on the bus)."""
+        tg = self._tg
+        if tg is None or serial in self._leases:
+            return
+        scope = self._leases[serial] = anyio.CancelScope()
+        interest = Interest(bus, bus.client_id, frames=True, device=serial,
+                            publish_timeout_s=self.cfg.bus.publish_timeout_s)
+
+        async def keep() -> None:
+            with scope:
+                await interest.run()
+
+        tg.start_soon(keep)
 
     async def _frames_off(self, serial: str) -> None:
         self._frame_subs[serial] = max(0, self._frame_subs[serial] - 1)
         bus = self.bus
         if self._frame_subs[serial] == 0:
             self._frame_subs.pop(serial, None)
+            scope = self._leases.pop(serial, None)
+            if scope is not None:
+                scope.cancel()  # the lease ends (``Interest`` says so on its way out)
             if bus is not None:
                 with anyio.move_on_after(self.cfg.bus.publish_timeout_s):
                     await bus.unsubscribe(topics.device_events_filter(serial, "frame"))
@@ -391,7 +421,7 @@ class Link:
         try:
             async with self.frames_of(serial) as bus:
                 req = FrameRequest(request_id=rid, purpose="read", device=serial,
-                                   correlation_id=rid)
+                                   correlation_id=rid, data=True)
                 try:
                     with anyio.fail_after(timeout_s):
                         await bus.publish(topics.device_request(serial, req), req)

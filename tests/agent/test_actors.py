@@ -338,6 +338,11 @@ async def test_an_instruction_over_the_bus_runs_and_is_recorded(
     kinds = {json.loads(line)["event"] for line in lines}
     assert {"episode_started", "frame", "plan", "action_done", "reflection", "step_timing",
             "episode_finished"} <= kinds
+    # Capture makes a frame's bytes only for a reader: the host's recorder holds a lease,
+    # so each recorded frame names its image, and the image is there.
+    frames = [json.loads(line) for line in lines if json.loads(line)["event"] == "frame"]
+    ep_dir = Path(str(recorded[0])).parent
+    assert frames and all((ep_dir / f["file"]).read_bytes()[:2] == b"\xff\xd8" for f in frames)
     # The fleet announces the episode with the agent's episode-level choices (runs compare).
     started = next(json.loads(line) for line in lines
                    if json.loads(line)["event"] == "episode_started")

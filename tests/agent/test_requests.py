@@ -168,6 +168,8 @@ async def test_two_phones_at_once_without_cross_talk(
         services = AgentServices(bus, shared_perception)
         for s in (a, b):
             services.register(AdbDevice(s), settings)
+        # The watcher reads the screens and the full frames: it says so (its lease).
+        services.leases.hold("two-watch", screens=True, frames=True)
         seen: list[tuple[str, Frame]] = []
         screens: dict[str, tuple[str, Screen]] = {}  # frame_id -> (topic, screen)
 

@@ -47,6 +47,8 @@ async def test_real_episode_renders(tmp_path: Path, sim_fleet: Any) -> None:
     agent = DeviceAgent(bus, AdbDevice(serial), settings=AgentSettings(settle_s=0.05),
                         perception=PerceptionEngine(),
                         policy_for=lambda instr: ScriptedPolicy(ops))
+    # The recorder reads every frame's bytes: its lease (as agent_host's record_dir holds).
+    agent.services.leases.hold("recorder", frames=True)
     outcome = await agent.run_episode(Instruction(
         id="i-e2e", text="Open Settings, then <i>Network & internet</i>", device=serial,
         episode_id="ep-e2e"))

@@ -41,6 +41,7 @@ from protocol.messages import (
     StepTiming,
     TextLine,
     TextRead,
+    Watching,
 )
 from protocol.operations import ClickIcon, ClickText, Swipe
 
@@ -65,6 +66,7 @@ def sample_messages() -> list[Message]:
         Frame(frame_id="f-3", sha256=hashlib.sha256(IMAGE).hexdigest(), width=1080, height=1920,
               format="png", data=IMAGE, app="com.android.settings",
               lines=[TextLine("Wi-Fi", Box(40, 300, 200, 340))], **IDS),
+        Watching(watcher="dash-1", screens=True, lease_s=30.0, device="emulator-5554"),
         Screen(frame_id="f-3", width=1080, height=1920, data=IMAGE[:100], flags=["identical"],
                **IDS),
         GroundRequest(frame_id="f-3", operation=ClickIcon(description="gear", position="top right"), **IDS),

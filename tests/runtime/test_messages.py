@@ -47,8 +47,8 @@ def test_decoding_accepts_either_encoding() -> None:
 
 def test_kinds_are_unique_and_snake_case() -> None:
     # 20 + Question, three request kinds, the planner's Chosen, note, progress, the
-    # remote OCR read and its answer, and the watchers' Screen
-    assert len(KINDS) == 30
+    # remote OCR read and its answer, the watchers' Screen and their Watching lease
+    assert len(KINDS) == 31
     assert all(k == k.lower() and " " not in k for k in KINDS)
 
 

@@ -18,6 +18,7 @@ def test_builders_and_parser_agree() -> None:
         topics.device_screen(serial): ("device", "screen", serial, None),
         topics.device_event(serial, EpisodeFinished): ("device", "events", serial, "episode_finished"),
         topics.fleet_instructions(): ("fleet", "instructions", None, None),
+        topics.fleet_watching(): ("fleet", "watching", None, None),
         topics.host_status("h1"): ("host", "status", "h1", None),
         topics.host_event("h1", "error"): ("host", "events", "h1", "error"),
     }
