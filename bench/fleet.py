@@ -363,6 +363,13 @@ class StandInPolicy:
         self.oracle, self.llm, self.model, self.job = oracle, llm_policy, model, job
         self.errors = errors
 
+    @property
+    def image_view(self) -> tuple[int, int] | None:
+        """The LLM policy's view: capture encodes it once, as on a host that runs that
+        policy (without it every step made and sent the full frame)."""
+        view = self.llm.image_view
+        return view if isinstance(view, tuple) else None
+
     async def decide(self, ctx: Any) -> Any:
         from bench.openai_loopback import planner_reply
 
