@@ -198,6 +198,9 @@ class OcrSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
     # when perception starts (`Perception.prepare`), so a new process meets its shapes
     # prepared (`models/shape_book.py`). False: nothing recorded or read.
     prepare_shapes: bool = True
+    # OpenVINO's arithmetic (its INFERENCE_PRECISION_HINT): "f32", or "bf16" (bfloat16
+    # where the CPU has it natively, AMX or AVX512-BF16; f32 elsewhere).
+    precision: Literal["f32", "bf16"] = "f32"
 
 
 class OcrLine(msgspec.Struct, frozen=True):
@@ -539,7 +542,7 @@ class Ocr:
                     src, threads=s.threads, what=what,
                     cache_dir=ocr_cache_dir() / "openvino" if opt else None,
                     shapes=ShapeBook(shape_book_path(src) if s.prepare_shapes else None,
-                                     seeds=seeds))
+                                     seeds=seeds), precision=s.precision)
                 continue
             session = load_session(src, self.providers, threads=s.threads, spin=spin,
                                    save_optimized=opt)

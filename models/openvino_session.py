@@ -66,7 +66,8 @@ class OpenVinoSession:
     OpenVINO request may not be run from two threads at once)."""
 
     def __init__(self, model: Path | bytes, *, threads: int = 0, cache_dir: Path | None = None,
-                 what: str = "model", shapes: ShapeBook | None = None) -> None:
+                 what: str = "model", shapes: ShapeBook | None = None,
+                 precision: str = "f32") -> None:
         try:
             import openvino as ov
         except ImportError as exc:
@@ -83,7 +84,7 @@ class OpenVinoSession:
             except OSError as exc:
                 log.info("ocr_openvino_cache_unusable", path=str(cache_dir), error=str(exc))
         config: dict[str, Any] = {"PERFORMANCE_HINT": "LATENCY",
-                                  "INFERENCE_PRECISION_HINT": "f32"}
+                                  "INFERENCE_PRECISION_HINT": precision}
         if threads > 0:
             config["INFERENCE_NUM_THREADS"] = threads
         try:
