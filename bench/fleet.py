@@ -27,7 +27,7 @@ detector, recognition, band diff, icon proposals, matching, capture's encoding, 
 with the detector's input Mpx, lines and recognised kpx per step), OCR
 reads per step (whole frame, changed bands only, unchanged frame, frame already read),
 grounding latency (p50, p95, at the perception service) and SU; and the tasks whose SU
-differs from N = 1. ``--levers default,none,lazy,priority,both,cache,lazy+cache,onnxruntime,rects``
+differs from N = 1. ``--levers default,none,lazy,priority,both,cache,lazy+cache,onnxruntime,rects,f32,bf16``
 runs each N once per perception lever variant, side by side (``default``: the agent's
 defaults, the speculative read at low priority and the OCR line cache on; ``priority``: the
 low priority alone; ``lazy``: ``agent.lazy_ocr`` on, the pool one FIFO queue; ``both``: lazy
@@ -35,7 +35,8 @@ and priority; ``cache``: the line cache alone (``perception.ocr.rec_cache``);
 ``lazy+cache``: all three; ``onnxruntime``: the defaults with OCR's models on onnxruntime
 (``perception.ocr.runtime``; ``auto``, the default, takes OpenVINO on a CPU-only host);
 ``rects``: the defaults with changed places re-read as rectangles, not full-width bands
-(``perception.ocr_cache.rects``); ``none``: none, as before the levers); the rows and the
+(``perception.ocr_cache.rects``); ``f32`` / ``bf16``: the defaults with OpenVINO's arithmetic
+set (``perception.ocr.precision``); ``none``: none, as before the levers); the rows and the
 last line's keys are then
 ``VARIANT/N``, each variant's ratio against its own N = 1. The models are loaded and run
 once before the clock starts (a one-off per process, not a step's cost).
@@ -176,14 +177,18 @@ _KEPT_OCR: list[Any] = []
 # priority, perception.ocr.rec_cache on, perception.ocr.runtime, perception.ocr_cache.rects
 # on); "default" is the agent's defaults; "onnxruntime" is them with OCR on onnxruntime (the
 # defaults before OpenVINO); "rects" is them with changed places re-read as rectangles
-LEVER_KEYS = ("lazy_ocr", "speculation_priority", "rec_cache", "ocr_runtime", "ocr_rects")
-LEVERS: dict[str, tuple[bool, bool, bool, str, bool]] = {
-    "default": (False, True, True, "auto", False), "priority": (False, True, False, "auto", False),
-    "none": (False, False, False, "auto", False), "lazy": (True, False, False, "auto", False),
-    "both": (True, True, False, "auto", False), "cache": (False, False, True, "auto", False),
-    "lazy+cache": (True, True, True, "auto", False),
-    "onnxruntime": (False, True, True, "onnxruntime", False),
-    "rects": (False, True, True, "auto", True)}
+LEVER_KEYS = ("lazy_ocr", "speculation_priority", "rec_cache", "ocr_runtime", "ocr_rects",
+              "ocr_precision")
+LEVERS: dict[str, tuple[bool, bool, bool, str, bool, str]] = {
+    "default": (False, True, True, "auto", False, ""),
+    "priority": (False, True, False, "auto", False, ""),
+    "none": (False, False, False, "auto", False, ""), "lazy": (True, False, False, "auto", False, ""),
+    "both": (True, True, False, "auto", False, ""), "cache": (False, False, True, "auto", False, ""),
+    "lazy+cache": (True, True, True, "auto", False, ""),
+    "onnxruntime": (False, True, True, "onnxruntime", False, ""),
+    "rects": (False, True, True, "auto", True, ""),
+    "f32": (False, True, True, "auto", False, "f32"),
+    "bf16": (False, True, True, "auto", False, "bf16")}
 
 
 class TimedDevice:
@@ -686,7 +691,7 @@ async def run_n_eval(n: int, args: argparse.Namespace, adb_port: int, llm_url: s
     from sim.fleet import SimFleet
 
     stats = RunStats(n, levers=levers)
-    lazy, priority, rec_cache, runtime, rects = LEVERS[levers]
+    lazy, priority, rec_cache, runtime, rects, precision = LEVERS[levers]
     tasks = [cls(args.seed) for cls in select_tasks(args.tasks)]
     fleet_sim = await anyio.to_thread.run_sync(lambda: SimFleet(
         n, seed=args.seed, profile="realistic", adb_port=adb_port).start())
@@ -709,8 +714,10 @@ async def run_n_eval(n: int, args: argparse.Namespace, adb_port: int, llm_url: s
     if kept is not None:
         kept.forget_lines()  # its crop cache is the earlier pass's: a warm pass reads anew
     perception = PerceptionEngine(Perception(PerceptionSettings(
-        ocr=OcrSettings(threads=args.ocr_threads, rec_cache=4096 if rec_cache else 0,
+        ocr=msgspec.structs.replace(  # "": the default precision
+            OcrSettings(threads=args.ocr_threads, rec_cache=4096 if rec_cache else 0,
                         runtime=runtime),  # type: ignore[arg-type]
+            **({"precision": precision} if precision else {})),
         ocr_cache=OcrCacheSettings(rects=rects)), ocr=kept),
         workers=args.perception_workers, speculation_priority=priority)
     # A host loads the models and prepares their recorded input shapes when perception
@@ -896,7 +903,8 @@ def main(argv: list[str] | None = None) -> int:
                         "OCR line cache alone), lazy+cache (all three), none, onnxruntime "
                         "(the defaults with OCR on onnxruntime), rects (the defaults with "
                         "perception.ocr_cache.rects on: changed places re-read as "
-                        "rectangles, not full-width bands)")
+                        "rectangles, not full-width bands), f32 / bf16 (the defaults with "
+                        "perception.ocr.precision set)")
     p.add_argument("--starts", default="",
                    help="mobile-eval: fresh,second,warm: the same N = 1 run in a process "
                         "with an empty OCR cache (a fresh install), then in a second process "
