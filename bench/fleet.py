@@ -36,7 +36,7 @@ and priority; ``cache``: the line cache alone (``perception.ocr.rec_cache``);
 (``perception.ocr.runtime``; ``auto``, the default, takes OpenVINO on a CPU-only host);
 ``rects``: the defaults with changed places re-read as rectangles, not full-width bands
 (``perception.ocr_cache.rects``); ``f32`` / ``bf16``: the defaults with OpenVINO's arithmetic
-set (``perception.ocr.precision``); ``none``: none, as before the levers); the rows and the
+for the detector set (``perception.ocr.det_precision``); ``none``: none, as before the levers); the rows and the
 last line's keys are then
 ``VARIANT/N``, each variant's ratio against its own N = 1. The models are loaded and run
 once before the clock starts (a one-off per process, not a step's cost).
@@ -178,7 +178,7 @@ _KEPT_OCR: list[Any] = []
 # on); "default" is the agent's defaults; "onnxruntime" is them with OCR on onnxruntime (the
 # defaults before OpenVINO); "rects" is them with changed places re-read as rectangles
 LEVER_KEYS = ("lazy_ocr", "speculation_priority", "rec_cache", "ocr_runtime", "ocr_rects",
-              "ocr_precision")
+              "ocr_det_precision")
 LEVERS: dict[str, tuple[bool, bool, bool, str, bool, str]] = {
     "default": (False, True, True, "auto", False, ""),
     "priority": (False, True, False, "auto", False, ""),
@@ -717,7 +717,7 @@ async def run_n_eval(n: int, args: argparse.Namespace, adb_port: int, llm_url: s
         ocr=msgspec.structs.replace(  # "": the default precision
             OcrSettings(threads=args.ocr_threads, rec_cache=4096 if rec_cache else 0,
                         runtime=runtime),  # type: ignore[arg-type]
-            **({"precision": precision} if precision else {})),
+            **({"det_precision": precision} if precision else {})),
         ocr_cache=OcrCacheSettings(rects=rects)), ocr=kept),
         workers=args.perception_workers, speculation_priority=priority)
     # A host loads the models and prepares their recorded input shapes when perception
@@ -904,7 +904,7 @@ def main(argv: list[str] | None = None) -> int:
                         "(the defaults with OCR on onnxruntime), rects (the defaults with "
                         "perception.ocr_cache.rects on: changed places re-read as "
                         "rectangles, not full-width bands), f32 / bf16 (the defaults with "
-                        "perception.ocr.precision set)")
+                        "perception.ocr.det_precision set)")
     p.add_argument("--starts", default="",
                    help="mobile-eval: fresh,second,warm: the same N = 1 run in a process "
                         "with an empty OCR cache (a fresh install), then in a second process "

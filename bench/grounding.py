@@ -822,8 +822,8 @@ MODEL_CANDIDATES: tuple[tuple[str, OcrSettings], ...] = (
     # OpenVINO by name (the default's "auto" takes it on a CPU-only host)
     ("onnxruntime", msgspec.structs.replace(_D, runtime="onnxruntime")),
     ("openvino", msgspec.structs.replace(_D, runtime="openvino")),
-    # OpenVINO in bfloat16 (AMX / AVX512-BF16 CPUs; f32 elsewhere)
-    ("openvino bf16", msgspec.structs.replace(_D, runtime="openvino", precision="bf16")),
+    # OpenVINO's detector in bfloat16 (AMX / AVX512-BF16 CPUs; f32 elsewhere)
+    ("openvino det bf16", msgspec.structs.replace(_D, runtime="openvino", det_precision="bf16")),
 )
 
 
