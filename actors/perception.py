@@ -134,6 +134,8 @@ def serve_timeout_for(timeout_s: float) -> float:
     return timeout_s * 2 + 5.0
 
 
+PREPARE_ENV = "MOBAGENT_PREPARE"  # "0": perception does not prepare when it starts
+
 # The preparing thread's niceness: the steps' reads and groundings run first on a busy host.
 PREPARE_NICE = 10
 
@@ -207,8 +209,13 @@ class PerceptionEngine:
     def start_preparing(self) -> None:
         """Load the OCR models and prepare the input shapes they ran before
         (``Perception.prepare``) in a thread of its own, below the steps' priority, so that
-        the first steps meet them ready; once per engine. Its CPU is nobody's step's."""
+        the first steps meet them ready; once per engine. Its CPU is nobody's step's.
+        ``$MOBAGENT_PREPARE`` = 0 leaves the models to the first step that needs them (a
+        short-lived host that may never read text: the test suite's hosts and workers)."""
         if self._preparing is not None:
+            return
+        if os.environ.get(PREPARE_ENV, "1").strip() == "0":
+            self.prepared.set()
             return
         self._preparing = threading.Thread(target=self._prepare, name="perception-prepare",
                                            daemon=True)

@@ -602,8 +602,10 @@ class Ocr:
         sessions = {"det": self._det.infer.session, "rec": self._rec.session.session}
         if self.settings.use_cls:
             sessions["cls"] = self._cls.infer.session
-        return {part: session.prepare(stop) for part, session in sessions.items()
-                if isinstance(session, OpenVinoSession)}
+        # a line a run: the recogniser's batches of several (another engine's) are not ours
+        return {part: session.prepare(stop, batch=1 if part == "det" or (
+                    part == "rec" and self.single_line_runs) else None)
+                for part, session in sessions.items() if isinstance(session, OpenVinoSession)}
 
     def forget_lines(self) -> None:
         """Empty the crop cache (``rec_cache``): what a new process would start with."""

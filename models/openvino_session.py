@@ -115,10 +115,12 @@ class OpenVinoSession:
         names = [o.name for o in self._outputs] if output_names is None else output_names
         return [np.asarray(result[self._output_index[name]]) for name in names]
 
-    def prepare(self, stop: threading.Event | None = None) -> tuple[int, int]:
+    def prepare(self, stop: threading.Event | None = None, *,
+                batch: int | None = None) -> tuple[int, int]:
         """Run each shape of the book once on zeros (OpenVINO prepares its kernels per input
-        shape), until ``stop`` is set; how many were prepared, and how many failed (a shape
-        the model refuses: skipped)."""
+        shape), until ``stop`` is set; with ``batch``, only shapes of that many items (a
+        book shared with engines that batch otherwise); how many were prepared, and how
+        many failed (a shape the model refuses: skipped)."""
         done = failed = 0
         inputs = {i.name for i in self._inputs}
         for shape in self.shapes.to_prepare():
@@ -126,6 +128,8 @@ class OpenVinoSession:
                 break
             if {name for name, _dims in shape} != inputs:
                 continue  # another model's file under the same name, or a changed model
+            if batch is not None and any(dims[:1] != (batch,) for _name, dims in shape):
+                continue
             try:
                 self._request().infer({name: np.zeros(dims, np.float32) for name, dims in shape})
                 done += 1

@@ -11,7 +11,7 @@ import anyio
 import numpy as np
 import pytest
 
-from actors.perception import PerceptionEngine
+from actors.perception import PREPARE_ENV, PerceptionEngine
 from models.grounding import Perception, PerceptionSettings
 from models.ocr import CACHE_ENV, Ocr, OcrSettings, shape_book_path
 from models.openvino_session import OpenVinoSession
@@ -65,7 +65,9 @@ def test_a_second_process_prepares_the_shapes_the_first_ran(ocr_cache: Path) -> 
 
     second = Ocr(OcrSettings(runtime="openvino", threads=1))
     prepared = second.prepare()
-    assert prepared["rec"] == (seeds + 2, 0)  # the two it ran, then the seeds
+    # the wide line it ran, then the seeds (its run of two lines is recorded, but this
+    # engine reads a line a run)
+    assert prepared["rec"] == (seeds + 1, 0)
     # the one it ran, then the common screens' whole frames
     assert prepared["det"] == (1 + len(second._det_seeds()), 0) and len(second._det_seeds()) >= 3
     stop = threading.Event()
@@ -80,13 +82,34 @@ def first_rec_model(ocr: Ocr) -> bytes:
     return src.read_bytes() if isinstance(src, Path) else src
 
 
+def test_with_prepare_off_the_models_wait_for_the_first_step(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(PREPARE_ENV, "0")
+    perception = Perception(PerceptionSettings(ocr=OcrSettings(runtime="openvino", threads=1)))
+    engine = PerceptionEngine(perception)
+    engine.start_preparing()
+    assert engine.prepared.is_set() and engine.prepare_report is None
+    assert perception._ocr is None
+
+
+def test_a_book_shared_with_batching_engines_prepares_single_lines_only(ocr_cache: Path) -> None:
+    batching = Ocr(OcrSettings(runtime="openvino", threads=1, rec_batch=6))
+    batching._rec.session.session.run(None, _feed(6, 3, 48, 320))
+    single = Ocr(OcrSettings(runtime="openvino", threads=1))
+    rec = single._rec.session.session
+    assert isinstance(rec, OpenVinoSession)
+    assert single.prepare()["rec"] == (len(rec.shapes.to_prepare()) - 1, 0)
+
+
 def test_nothing_is_recorded_when_preparing_is_off(ocr_cache: Path) -> None:
     ocr = Ocr(OcrSettings(runtime="openvino", threads=1, prepare_shapes=False))
     ocr._rec.session.session.run(None, _feed(1, 3, 48, 96))
     assert not list(ocr_cache.glob("openvino/shapes-*"))
 
 
-def test_the_perception_service_prepares_when_it_starts(ocr_cache: Path) -> None:
+def test_the_perception_service_prepares_when_it_starts(
+        ocr_cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(PREPARE_ENV, "1")  # the suite's conftest turns it off elsewhere
     perception = Perception(PerceptionSettings(ocr=OcrSettings(runtime="openvino", threads=1)))
     engine = PerceptionEngine(perception)
     assert perception._ocr is None  # nothing loaded until it starts
