@@ -198,12 +198,14 @@ class OcrSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
     # when perception starts (`Perception.prepare`), so a new process meets its shapes
     # prepared (`models/shape_book.py`). False: nothing recorded or read.
     prepare_shapes: bool = True
-    # OpenVINO's arithmetic for the detector (its INFERENCE_PRECISION_HINT): "bf16"
-    # (bfloat16 where the CPU has it natively, AMX or AVX512-BF16; f32 elsewhere): on both
-    # dev sets the same text grounding and reads as f32, one wrong tap fewer, 0.85-0.87x
-    # the CPU a frame. The recogniser stays f32: in bf16 it misread nearly every line (text
-    # grounding 0.003 against 0.86; docs/perception.md, "The detector in bfloat16").
-    det_precision: Literal["f32", "bf16"] = "bf16"
+    # OpenVINO's arithmetic for the detector (its INFERENCE_PRECISION_HINT): "f32", or
+    # "bf16" (bfloat16 where the CPU has it natively, AMX or AVX512-BF16; f32 elsewhere): on
+    # both dev sets the same text grounding and reads as f32, one wrong tap fewer, 0.85-0.87x
+    # the CPU a frame; but a changed place's re-read then no longer always reads as the
+    # whole frame does (tests/models/test_ocr.py), so it stays off. The recogniser is always
+    # f32: in bf16 it misread nearly every line (docs/perception.md, "The detector in
+    # bfloat16").
+    det_precision: Literal["f32", "bf16"] = "f32"
 
 
 class OcrLine(msgspec.Struct, frozen=True):
