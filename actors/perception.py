@@ -520,10 +520,14 @@ class PerceptionService(ServiceActor[PerceptionEntry]):
         if isinstance(msg, Frame):
             self._maybe_speculate(msg)
             return False
-        if isinstance(msg, Plan):  # a step that reads no text needs no read of its frame
-            if msg.operation is not None and not needs_text(msg.operation) \
+        if isinstance(msg, Plan):
+            # A read still queued when the plan comes is no longer ahead of anything: a step
+            # that reads no text needs none, and a grounding reads what it needs itself (with
+            # query_first only the lines that can be its query).
+            if msg.operation is not None \
                     and self.engine.drop_speculation(msg.device, msg.episode_id, msg.step):
-                log.debug("speculative_ocr_dropped", reason="the plan needs no text")
+                log.debug("speculative_ocr_dropped", reason="the plan needs no text"
+                          if not needs_text(msg.operation) else "the grounding reads its own")
             return False
         return isinstance(msg, GroundRequest)
 

@@ -27,7 +27,7 @@ detector, recognition, band diff, icon proposals, matching, capture's encoding, 
 with the detector's input Mpx, lines and recognised kpx per step), OCR
 reads per step (whole frame, changed bands only, unchanged frame, frame already read),
 grounding latency (p50, p95, at the perception service) and SU; and the tasks whose SU
-differs from N = 1. ``--levers default,none,lazy,priority,both,cache,lazy+cache,onnxruntime,rects,f32,bf16``
+differs from N = 1. ``--levers default,whole,none,lazy,priority,both,cache,lazy+cache,lazy+first,onnxruntime,rects,f32,bf16``
 runs each N once per perception lever variant, side by side (``default``: the agent's
 defaults, the speculative read at low priority and the OCR line cache on; ``priority``: the
 low priority alone; ``lazy``: ``agent.lazy_ocr`` on, the pool one FIFO queue; ``both``: lazy
@@ -36,7 +36,10 @@ and priority; ``cache``: the line cache alone (``perception.ocr.rec_cache``);
 (``perception.ocr.runtime``; ``auto``, the default, takes OpenVINO on a CPU-only host);
 ``rects``: the defaults with changed places re-read as rectangles, not full-width bands
 (``perception.ocr_cache.rects``); ``f32`` / ``bf16``: the defaults with OpenVINO's arithmetic
-for the detector set (``perception.ocr.det_precision``); ``none``: none, as before the levers); the rows and the
+for the detector set (``perception.ocr.det_precision``); ``whole``: the defaults with a
+grounding that finds no read of its frame reading it whole (``perception.query_first`` off);
+``lazy+first``: lazy, priority, the line cache and query_first; ``none``: none, as before
+the levers, query_first too); the rows and the
 last line's keys are then
 ``VARIANT/N``, each variant's ratio against its own N = 1. The models are loaded and run
 once before the clock starts (a one-off per process, not a step's cost).
@@ -175,20 +178,27 @@ _KEPT_OCR: list[Any] = []
 
 # --levers: the perception levers each variant runs with (agent.lazy_ocr, speculation
 # priority, perception.ocr.rec_cache on, perception.ocr.runtime, perception.ocr_cache.rects
-# on); "default" is the agent's defaults; "onnxruntime" is them with OCR on onnxruntime (the
-# defaults before OpenVINO); "rects" is them with changed places re-read as rectangles
+# on, perception.ocr.det_precision, perception.query_first); "default" is the agent's
+# defaults; "onnxruntime" is them with OCR on onnxruntime (the defaults before OpenVINO);
+# "rects" is them with changed places re-read as rectangles; "whole" is them with every
+# grounding reading the whole frame (query_first off), "lazy" variants leave a frame's
+# read to the grounding that needs it
 LEVER_KEYS = ("lazy_ocr", "speculation_priority", "rec_cache", "ocr_runtime", "ocr_rects",
-              "ocr_det_precision")
-LEVERS: dict[str, tuple[bool, bool, bool, str, bool, str]] = {
-    "default": (False, True, True, "auto", False, ""),
-    "priority": (False, True, False, "auto", False, ""),
-    "none": (False, False, False, "auto", False, ""), "lazy": (True, False, False, "auto", False, ""),
-    "both": (True, True, False, "auto", False, ""), "cache": (False, False, True, "auto", False, ""),
-    "lazy+cache": (True, True, True, "auto", False, ""),
-    "onnxruntime": (False, True, True, "onnxruntime", False, ""),
-    "rects": (False, True, True, "auto", True, ""),
-    "f32": (False, True, True, "auto", False, "f32"),
-    "bf16": (False, True, True, "auto", False, "bf16")}
+              "ocr_det_precision", "query_first")
+LEVERS: dict[str, tuple[bool, bool, bool, str, bool, str, bool]] = {
+    "default": (False, True, True, "auto", False, "", True),
+    "whole": (False, True, True, "auto", False, "", False),
+    "priority": (False, True, False, "auto", False, "", False),
+    "none": (False, False, False, "auto", False, "", False),
+    "lazy": (True, False, False, "auto", False, "", False),
+    "both": (True, True, False, "auto", False, "", False),
+    "cache": (False, False, True, "auto", False, "", False),
+    "lazy+cache": (True, True, True, "auto", False, "", False),
+    "lazy+first": (True, True, True, "auto", False, "", True),
+    "onnxruntime": (False, True, True, "onnxruntime", False, "", True),
+    "rects": (False, True, True, "auto", True, "", True),
+    "f32": (False, True, True, "auto", False, "f32", True),
+    "bf16": (False, True, True, "auto", False, "bf16", True)}
 
 
 class TimedDevice:
@@ -691,7 +701,7 @@ async def run_n_eval(n: int, args: argparse.Namespace, adb_port: int, llm_url: s
     from sim.fleet import SimFleet
 
     stats = RunStats(n, levers=levers)
-    lazy, priority, rec_cache, runtime, rects, precision = LEVERS[levers]
+    lazy, priority, rec_cache, runtime, rects, precision, first = LEVERS[levers]
     tasks = [cls(args.seed) for cls in select_tasks(args.tasks)]
     fleet_sim = await anyio.to_thread.run_sync(lambda: SimFleet(
         n, seed=args.seed, profile="realistic", adb_port=adb_port).start())
@@ -718,7 +728,7 @@ async def run_n_eval(n: int, args: argparse.Namespace, adb_port: int, llm_url: s
             OcrSettings(threads=args.ocr_threads, rec_cache=4096 if rec_cache else 0,
                         runtime=runtime),  # type: ignore[arg-type]
             **({"det_precision": precision} if precision else {})),
-        ocr_cache=OcrCacheSettings(rects=rects)), ocr=kept),
+        ocr_cache=OcrCacheSettings(rects=rects), query_first=first), ocr=kept),
         workers=args.perception_workers, speculation_priority=priority)
     # A host loads the models and prepares their recorded input shapes when perception
     # starts (PerceptionEngine.start_preparing), while its phones connect; here the clock
@@ -900,11 +910,14 @@ def main(argv: list[str] | None = None) -> int:
                         "every N (interleaved): default (the agent's: priority and the line "
                         "cache), priority (the speculative read at low priority), lazy "
                         "(agent.lazy_ocr, FIFO pool), both (lazy and priority), cache (the "
-                        "OCR line cache alone), lazy+cache (all three), none, onnxruntime "
+                        "OCR line cache alone), lazy+cache (all three, query_first off), none, "
+                        "onnxruntime "
                         "(the defaults with OCR on onnxruntime), rects (the defaults with "
                         "perception.ocr_cache.rects on: changed places re-read as "
                         "rectangles, not full-width bands), f32 / bf16 (the defaults with "
-                        "perception.ocr.det_precision set)")
+                        "perception.ocr.det_precision set), whole (the defaults, "
+                        "perception.query_first off), lazy+first (lazy+cache with "
+                        "query_first)")
     p.add_argument("--starts", default="",
                    help="mobile-eval: fresh,second,warm: the same N = 1 run in a process "
                         "with an empty OCR cache (a fresh install), then in a second process "
@@ -1063,14 +1076,14 @@ def main(argv: list[str] | None = None) -> int:
               f"{r['fairness']:>13}")
     if eval_load:
         print(f"\n{'N':>10} {'perc cpu p50':>12} {'mean':>6} {'OCR/step: full':>14} {'band':>5} "
-              f"{'unch':>5} {'cached':>6} {'defer':>5} {'ground p95':>10} {'SU':>5} "
+              f"{'unch':>5} {'cached':>6} {'defer':>5} {'first':>5} {'ground p95':>10} {'SU':>5} "
               f"{'episodes':>8}")
         for r in results:
             o = r["ocr_runs_per_step"]
             print(f"{label(r):>10} {r['perception_cpu_s_p50']:>12.3f} "
                   f"{r['perception_cpu_s_mean']:>6.3f} {o['full']:>14.2f} {o['band']:>5.2f} "
                   f"{o['unchanged']:>5.2f} {o['cached']:>6.2f} {o['deferred']:>5.2f} "
-                  f"{r['ground_p95_s']:>10.3f} {r['SU']:>5.2f} {r['episodes']:>8} "
+                  f"{o.get('first', 0.0):>5.2f} {r['ground_p95_s']:>10.3f} {r['SU']:>5.2f} {r['episodes']:>8} "
                   f"lines read {r['rec_lines']}, {r['rec_reused']} from the crop cache")
         from runtime.cpu_ledger import STAGES
 
@@ -1201,7 +1214,8 @@ def summarise(s: RunStats, previous: list[dict[str, Any]], several: bool = False
             "perception_cpu_s_mean": round(statistics.mean(s.perception_cpu_s), 4)
             if s.perception_cpu_s else None,
             "ocr_runs_per_step": {k: round(s.ocr_runs.get(k, 0) / n_steps, 3)
-                                  for k in ("full", "band", "unchanged", "cached", "deferred")},
+                                  for k in ("full", "band", "unchanged", "cached", "deferred",
+                                            "first")},
             "ground_p50_s": round(pct(s.ground_s, 50), 4),
             "ground_p95_s": round(pct(s.ground_s, 95), 4), "groundings": len(s.ground_s),
             "SU": round(statistics.mean(e["SU"] for e in s.episodes), 4) if s.episodes else None,

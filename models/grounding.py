@@ -45,6 +45,7 @@ from models.detector import (
 from models.icons import IconScores
 from models.ocr import (
     ImageInput,
+    LineFilter,
     Ocr,
     OcrCache,
     OcrCacheSettings,
@@ -138,6 +139,12 @@ class PerceptionSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unkno
     # snaps to the OCR line or icon box it falls in; an exact OCR text match outranks it).
     text_grounding: GroundingMode = "ocr"
     icon_grounding: GroundingMode = "ocr"
+    # A text grounding on a phone's frame nobody has read yet recognises first the lines
+    # long enough and short enough to be its query exactly (``exact_line_fits``), and the
+    # rest only when none of those is: the same answer as a whole-frame read's (an exact
+    # line decides alone), for less of the recogniser. The lines left unread are read when
+    # something needs the whole frame's text.
+    query_first: bool = True
 
     def grounder_needed(self) -> bool:
         return self.text_grounding != "ocr" or self.icon_grounding != "ocr"
@@ -565,14 +572,7 @@ def ground_text_in(ocr: OcrResult, rgb: np.ndarray | None, query: str,
     s = settings or TextMatchSettings()
     if not query or not (normalize(query)[0] or normalize_symbols(query)[0]):
         return NotFound(frame_id="", query=query)
-    lines: Sequence[OcrLine] = ocr.lines
-    if position:
-        (x0, x1), (y0, y1) = position_region(position)
-        # Halves of what the app draws, as for icons (`drawn_rows`); without the frame, of it all.
-        top, bottom = drawn_rows(rgb) if rgb is not None else (0, ocr.height)
-        tall = max(1, bottom - top)
-        lines = [ln for ln in lines if x0 <= ln.center[0] / max(1, ocr.width) <= x1
-                 and y0 <= (ln.center[1] - top) / tall <= y1]
+    lines = placed_lines(ocr, rgb, position)
     matches, closest = match_text(lines, query, s)
     if not matches:
         return NotFound(frame_id="", query=query,
@@ -593,6 +593,57 @@ def ground_text_in(ocr: OcrResult, rgb: np.ndarray | None, query: str,
                   f"{'s' if len(matches) > 1 else ''} ({kinds}){order}{more}: confirm one, "
                   "or none")
     return _ambiguous(rgb, [(m.box, m.label) for m in shown], reason)
+
+
+def placed_lines(ocr: OcrResult, rgb: np.ndarray | None,
+                 position: str | None) -> Sequence[OcrLine]:
+    """The lines of ``ocr`` inside a named ``position`` (all of them without one)."""
+    if not position:
+        return ocr.lines
+    (x0, x1), (y0, y1) = position_region(position)
+    # Halves of what the app draws, as for icons (`drawn_rows`); without the frame, of it all.
+    top, bottom = drawn_rows(rgb) if rgb is not None else (0, ocr.height)
+    tall = max(1, bottom - top)
+    return [ln for ln in ocr.lines if x0 <= ln.center[0] / max(1, ocr.width) <= x1
+            and y0 <= (ln.center[1] - top) / tall <= y1]
+
+
+# How long a line read exactly as a query of u units is (a wide character, CJK, 2 units;
+# others 1), along its quad, in multiples of its height: at most EXACT_MAX[0] * u +
+# EXACT_MAX[1], at least EXACT_MIN[0] * u + EXACT_MIN[1]. Fit on rico-dev's 804 lines read
+# (every one inside but four, "PC" and "PC用" on wide buttons), checked on droidbot-dev's
+# 2,361 (docs/perception.md, "Reading the query's lines first").
+EXACT_MAX = (1.0, 1.5)
+EXACT_MIN = (0.2, -0.5)
+
+
+def text_units(text: str) -> int:
+    """A text's length in units: 2 for a wide (East Asian wide or full-width) character."""
+    return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
+
+
+def exact_line_fits(query: str) -> LineFilter | None:
+    """Whether a line of a given length and height (px along its quad) can read exactly as
+    ``query`` (see ``EXACT_MAX``); None for a query of marks alone (matched otherwise)."""
+    q, _ = normalize(query)
+    if not q:
+        return None
+    u = text_units(q)
+    longest, shortest = EXACT_MAX[0] * u + EXACT_MAX[1], EXACT_MIN[0] * u + EXACT_MIN[1]
+
+    def fits(length: float, height: float) -> bool:
+        return shortest * height <= length <= longest * height
+
+    return fits
+
+
+def has_exact_line(ocr: OcrResult, rgb: np.ndarray | None, query: str,
+                   position: str | None) -> bool:
+    """Whether a line of ``ocr`` (inside ``position``) reads exactly as ``query``: then
+    ``match_text`` answers from those lines alone, whatever the others say."""
+    q, _ = normalize(query)
+    return bool(q) and any(normalize(ln.text)[0] == q
+                           for ln in placed_lines(ocr, rgb, position))
 
 
 def _ambiguous(rgb: np.ndarray | None, items: Sequence[tuple[Rect, str]],
@@ -902,15 +953,21 @@ class Perception:
             return hit
         kind: str = "full"
         if device is not None:
-            with self._lock:
-                if self._ocr_cache is None:
-                    self._ocr_cache = OcrCache(self.ocr_engine, self.settings.ocr_cache)
-                cache = self._ocr_cache
-            got = cache.read(bgr, device) if whole else cache.read_unless_full(bgr, device)
-            if got is None:
-                self._count(device, "deferred")
-                return None
-            result, kind = got
+            cache = self._cache()
+            if whole:
+                result, kind = cache.read(bgr, device)
+            else:
+                # a speculative read: with query_first the lines stay unread until a
+                # grounding picks its own (a changed place's detector still runs now)
+                ahead = cache.read_unless_full(
+                    bgr, device, wanted=_no_line if self.settings.query_first else None)
+                if ahead is None:
+                    self._count(device, "deferred")
+                    return None
+                if ahead[0].unread:
+                    self._count(device, ahead[1])
+                    return ahead[0].result
+                result, kind = ahead[0].result, ahead[1]
         else:
             result = self.ocr_engine.run_bgr(bgr)
         self._remember(self._ocr_results, key, result)
@@ -938,10 +995,37 @@ class Perception:
     def ground_text(self, image: ImageInput, text: str, *, position: str | None = None,
                     frame_id: str | None = None, device: str | None = None) -> GroundResult:
         bgr = _bgr(image)
-        ocr = self._read_text(bgr, frame_id or frame_hash(bgr), device)
+        key = frame_id or frame_hash(bgr)
+        rgb = cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB)
+        ocr = self._read_for_query(bgr, rgb, key, device, text, position)
         with stage("match"):
-            return ground_text_in(ocr, cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB), text,
-                                  self.settings.text, position)
+            return ground_text_in(ocr, rgb, text, self.settings.text, position)
+
+    def _read_for_query(self, bgr: np.ndarray, rgb: np.ndarray, key: str,
+                        device: str | None, query: str, position: str | None) -> OcrResult:
+        """The frame's read for grounding ``query``: with ``query_first`` on a phone's frame
+        not read yet, its lines that can be the query exactly (counted ``first`` when one
+        is and the rest stays unread); else the whole frame's."""
+        fits = exact_line_fits(query) if self.settings.query_first and device else None
+        if fits is not None and device is not None:
+            with self._lock:
+                hit = self._ocr_results.get(key)
+            if hit is None:
+                got, kind = self._cache().read_wanted(bgr, device, fits)
+                if not got.unread:  # nothing left unread: the whole frame's read
+                    self._remember(self._ocr_results, key, got.result)
+                    self._count(device, kind)
+                    return got.result
+                if has_exact_line(got.result, rgb, query, position):
+                    self._count(device, "first")
+                    return got.result
+        return self._read_text(bgr, key, device)
+
+    def _cache(self) -> OcrCache:
+        with self._lock:
+            if self._ocr_cache is None:
+                self._ocr_cache = OcrCache(self.ocr_engine, self.settings.ocr_cache)
+            return self._ocr_cache
 
     def ground_icon(self, image: ImageInput, description: str, *, position: str | None = None,
                     frame_id: str | None = None) -> GroundResult:
@@ -982,6 +1066,11 @@ class Perception:
             icons = [p.box for p in self._proposals_for(bgr, key)]
             snap = snap_point(point, lines, icons, radius)
         return grounded(snap.box, snap.source, point=snap.point)
+
+
+def _no_line(length: float, height: float) -> bool:
+    """No line: a read that leaves every line it can unread."""
+    return False
 
 
 def _make_matcher(settings: PerceptionSettings,

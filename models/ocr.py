@@ -21,9 +21,9 @@ import os
 import platform
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 import anyio
 import cv2
@@ -490,6 +490,42 @@ def load_session(model: Path | bytes, providers: list[str], *, threads: int = 0,
     return session
 
 
+# A choice of lines to recognise by each one's length and height (px, along its quad).
+LineFilter = Callable[[float, float], bool]
+
+
+class UnreadLine(NamedTuple):
+    """A line the detector found that is not recognised yet: its quad (frame px), its crop
+    as the recogniser takes it, its ink key (``rec_cache``; b"" when that is off) and its
+    place in the detector's order."""
+
+    quad: np.ndarray
+    crop: np.ndarray
+    key: bytes
+    order: int
+
+    @property
+    def box(self) -> Box:
+        xs, ys = self.quad[:, 0], self.quad[:, 1]
+        return float(xs.min()), float(ys.min()), float(xs.max()), float(ys.max())
+
+    @property
+    def size(self) -> tuple[float, float]:
+        """Its length and height along the quad (a slanted line's too)."""
+        q = self.quad
+        return (float(max(np.linalg.norm(q[1] - q[0]), np.linalg.norm(q[2] - q[3]))),
+                float(max(np.linalg.norm(q[3] - q[0]), np.linalg.norm(q[2] - q[1]))))
+
+
+class Reading(NamedTuple):
+    """A read that may have left lines unread: the lines read, each one's place in the
+    detector's order, and the lines left."""
+
+    result: OcrResult
+    orders: tuple[int, ...]
+    unread: tuple[UnreadLine, ...]
+
+
 class Ocr:
     """One OCR engine; thread-safe (onnxruntime sessions may be run from several threads)."""
 
@@ -659,35 +695,51 @@ class Ocr:
 
     def recognize(self, bgr: np.ndarray, quads: list[np.ndarray]) -> list[OcrLine]:
         """Read the text inside each quad of a full-resolution BGR frame."""
+        return [ln for _, ln in self.read_lines(self.unread_lines(bgr, quads))]
+
+    def unread_lines(self, bgr: np.ndarray, quads: list[np.ndarray],
+                     offset: tuple[int, int] = (0, 0)) -> list[UnreadLine]:
+        """The detector's quads of ``bgr`` as lines still to read (their crops and ink keys
+        taken now, their quads moved by ``offset`` into the frame's pixels)."""
         if not quads:
             return []
         crops = self._engine.get_crop_img_list(bgr, quads)
-        rec = self._recognize_cached(bgr, quads, crops)
+        keys = ([_ink_key(bgr, q) for q in quads] if self.settings.rec_cache > 0
+                else [b""] * len(quads))
+        shift = np.asarray(offset, dtype=np.float32)
+        return [UnreadLine(q + shift if offset != (0, 0) else q, c, k, i)
+                for i, (q, c, k) in enumerate(zip(quads, crops, keys, strict=True))]
+
+    def read_lines(self, unread: Sequence[UnreadLine]) -> list[tuple[int, OcrLine]]:
+        """The recogniser's reading of each line, with its place in the detector's order;
+        lines read below ``text_score`` or blank are left out."""
+        if not unread:
+            return []
+        rec = self._recognize_cached([u.key for u in unread], [u.crop for u in unread])
         lines = []
-        for quad, res in zip(quads, rec, strict=True):
+        for u, res in zip(unread, rec, strict=True):
             text, score = str(res[0]), float(res[1])
             if score < self.settings.text_score or not text.strip():
                 continue
             chars: tuple[Box, ...] = ()
             if self.settings.char_boxes and len(res) > 2:
-                chars = _char_boxes(quad, text, res[2])
-            xs, ys = quad[:, 0], quad[:, 1]
+                chars = _char_boxes(u.quad, text, res[2])
+            xs, ys = u.quad[:, 0], u.quad[:, 1]
             box = (float(xs.min()), float(ys.min()), float(xs.max()), float(ys.max()))
-            corners = tuple((float(x), float(y)) for x, y in quad)
-            lines.append(OcrLine(text=text, score=score, box=box, quad=corners, char_boxes=chars))
+            corners = tuple((float(x), float(y)) for x, y in u.quad)
+            lines.append((u.order, OcrLine(text=text, score=score, box=box, quad=corners,
+                                           char_boxes=chars)))
         return lines
 
-    def _recognize_cached(self, bgr: np.ndarray, quads: list[np.ndarray],
-                          crops: list[np.ndarray]) -> list[Any]:
+    def _recognize_cached(self, keys: list[bytes], crops: list[np.ndarray]) -> list[Any]:
         """The recogniser's answer for each crop; a line whose ink is pixel for pixel that of
-        one read before (``rec_cache``) takes that answer. The same pixels read the same,
-        and the answer's char columns are relative to the crop, so they map onto the new
-        quad (to within the detector's jitter of a pixel or two)."""
+        one read before (``rec_cache``, by ``keys``) takes that answer. The same pixels read
+        the same, and the answer's char columns are relative to the crop, so they map onto
+        the new quad (to within the detector's jitter of a pixel or two)."""
         if self.settings.rec_cache <= 0:
             with self._rec_lock:
                 self.rec_lines += len(crops)
             return self._classify_and_recognize(crops)
-        keys = [_ink_key(bgr, q) for q in quads]
         with self._rec_lock:
             out: list[Any] = [self._rec_seen.get(k) for k in keys]
         todo = [i for i, got in enumerate(out) if got is None]
@@ -761,6 +813,13 @@ class Ocr:
         """OCR a BGR frame; `region` = (y0, y1) limits it to a horizontal band, `cols` =
         (x0, x1) to those columns (read at the whole frame's detector scale; the rows the
         whole frame skips, the status bar, stay skipped)."""
+        return self.read_bgr(bgr, region, cols).result
+
+    def read_bgr(self, bgr: np.ndarray, region: tuple[int, int] | None = None,
+                 cols: tuple[int, int] | None = None,
+                 wanted: LineFilter | None = None) -> Reading:
+        """``run_bgr``, recognising only the lines ``wanted`` picks (by each quad's length
+        and height, in px; None: all): the others come back unread, for ``read_lines``."""
         t0 = time.perf_counter()
         h, w = bgr.shape[:2]
         y0 = int(h * self.settings.skip_top_frac)
@@ -769,18 +828,20 @@ class Ocr:
             y0, y1 = max(y0, region[0]), min(y1, region[1])
         x0, x1 = (max(0, cols[0]), min(w, cols[1])) if cols is not None else (0, w)
         if y1 - y0 < 8 or x1 - x0 < 8:
-            return OcrResult(width=w, height=h, lines=(), total_s=time.perf_counter() - t0)
+            return Reading(OcrResult(width=w, height=h, lines=(),
+                                     total_s=time.perf_counter() - t0), (), ())
         part = bgr[y0:y1, x0:x1] if (x0, y0, x1, y1) != (0, 0, w, h) else bgr
         with stage("detect"):  # runtime.cpu_ledger: this thread's CPU, by stage
             quads = self.detect(part, (h, w))
         t1 = time.perf_counter()
         with stage("recognize"):
-            lines = self.recognize(part, quads)
-        if x0 or y0:
-            lines = [_moved(line, x0, y0) for line in lines]
+            todo = self.unread_lines(part, quads, (x0, y0))
+            later = [u for u in todo if wanted is not None and not wanted(*u.size)]
+            read = self.read_lines([u for u in todo if wanted is None or wanted(*u.size)])
         t2 = time.perf_counter()
-        return OcrResult(width=w, height=h, lines=tuple(lines), det_s=t1 - t0, rec_s=t2 - t1,
-                         total_s=t2 - t0)
+        return Reading(OcrResult(width=w, height=h, lines=tuple(ln for _, ln in read),
+                                 det_s=t1 - t0, rec_s=t2 - t1, total_s=t2 - t0),
+                       tuple(i for i, _ in read), tuple(later))
 
     async def arun(self, image: ImageInput, timeout_s: float = 30.0) -> OcrResult:
         """`run` off the event loop, with a timeout (the thread is abandoned, not killed)."""
@@ -926,7 +987,7 @@ class OcrCache:
         self.settings = settings or OcrCacheSettings()
         self.max_devices = max_devices
         # Per-device state (the previous frame), not a cache of a function: a bounded map.
-        self._prev: LRUCache[str, tuple[np.ndarray, OcrResult]] = LRUCache(max(1, max_devices))
+        self._prev: LRUCache[str, _Seen] = LRUCache(max(1, max_devices))
         self._lock = threading.Lock()
         self.last_changed_frac = 1.0  # share of the rows in changed bands
         self.last_read_frac = 1.0  # share of the frame's area the last read ran on
@@ -937,49 +998,81 @@ class OcrCache:
     def read(self, image: ImageInput, device: str) -> tuple[OcrResult, OcrRun]:
         """The frame's OCR and what it took: ``full`` (the whole frame read), ``band``
         (only the changed places) or ``unchanged`` (nothing read: the previous result)."""
-        got = self._read(to_bgr(image), device, whole=True)
+        got = self._read(to_bgr(image), device, whole=True, wanted=None)
+        assert got is not None
+        return got[0].result, got[1]
+
+    def read_unless_full(self, image: ImageInput, device: str, *,
+                         wanted: LineFilter | None = None) -> tuple[Reading, OcrRun] | None:
+        """``read`` when the frame takes a re-read of changed places or none; None (nothing
+        read, nothing kept) when it would take a whole-frame read: a caller that may not
+        need the text at all (a speculative read) leaves that cost to whoever needs it.
+        With ``wanted``, lines it does not pick are left unread (see ``read_wanted``)."""
+        return self._read(to_bgr(image), device, whole=False, wanted=wanted)
+
+    def read_wanted(self, image: ImageInput, device: str,
+                    wanted: LineFilter) -> tuple[Reading, OcrRun]:
+        """``read``, recognising only the lines ``wanted`` picks (by each line's length and
+        height along its quad) among those not read yet: the detector still runs on every
+        changed place, the others are kept unread for later calls (a band re-read that
+        covers one reads it anew, the next ``read`` of the frame reads them all)."""
+        got = self._read(to_bgr(image), device, whole=True, wanted=wanted)
         assert got is not None
         return got
 
-    def read_unless_full(self, image: ImageInput, device: str) -> tuple[OcrResult, OcrRun] | None:
-        """``read`` when the frame takes a re-read of changed places or none; None (nothing
-        read, nothing kept) when it would take a whole-frame read: a caller that may not
-        need the text at all (a speculative read) leaves that cost to whoever needs it."""
-        return self._read(to_bgr(image), device, whole=False)
-
-    def _read(self, bgr: np.ndarray, device: str,
-              whole: bool) -> tuple[OcrResult, OcrRun] | None:
+    def _read(self, bgr: np.ndarray, device: str, whole: bool,
+              wanted: LineFilter | None) -> tuple[Reading, OcrRun] | None:
         kind: OcrRun = "full"
         s = self.settings
         h, w = bgr.shape[:2]
         with self._lock:
             prev = self._prev.get(device)
-        result: OcrResult | None = None
+        got: Reading | None = None
         changed = read = 1.0
         with stage("band_diff"):  # the regions' own detect / recognize are theirs
             small = cv2.cvtColor(cv2.resize(bgr, (w // 4 or 1, h // 4 or 1),
                                             interpolation=cv2.INTER_AREA), cv2.COLOR_BGR2GRAY)
-            if prev is not None and prev[0].shape == small.shape \
-                    and prev[1].width == w and prev[1].height == h:
-                mask = cv2.absdiff(prev[0], small) > s.diff_threshold
+            if prev is not None and prev.small.shape == small.shape \
+                    and prev.reading.result.width == w and prev.reading.result.height == h:
+                mask = cv2.absdiff(prev.small, small) > s.diff_threshold
                 bands = self._changed_bands(mask, h)
                 changed = sum(b - a for a, b in bands) / h
                 if not bands:
-                    result, kind, read = prev[1], "unchanged", 0.0
+                    got, kind, read = prev.reading, "unchanged", 0.0
                 elif changed <= s.full_frac:
                     places = (self._changed_rects(mask, (h, w)) if s.rects
                               else [(0, a, w, b) for a, b in bands])
-                    result, regions = self._update(bgr, prev[1], places)
+                    got, regions = self._update(bgr, prev.reading, places, wanted)
                     read = sum((x1 - x0) * (y1 - y0) for x0, y0, x1, y1 in regions) / (h * w)
                     kind = "band"
-        if result is None:
+        if got is None:
             if not whole:
                 return None
-            result = self.ocr.run_bgr(bgr)
+            got = self.ocr.read_bgr(bgr, wanted=wanted)
+        elif got.unread:
+            got = self._read_unread(got, wanted)
         self.last_changed_frac, self.last_read_frac = changed, read
         with self._lock:
-            self._prev[device] = (small, result)
-        return result, kind
+            self._prev[device] = _Seen(small, got)
+        return got, kind
+
+    def _read_unread(self, got: Reading, wanted: LineFilter | None) -> Reading:
+        """``got`` with its unread lines that ``wanted`` picks (None: all) read, in the
+        detector's order where the lines have one."""
+        todo = [u for u in got.unread if wanted is None or wanted(*u.size)]
+        if not todo:
+            return got
+        with stage("recognize"):
+            fresh = self.ocr.read_lines(todo)
+        left = tuple(u for u in got.unread if not (wanted is None or wanted(*u.size)))
+        if got.orders:
+            pairs = sorted(list(zip(got.orders, got.result.lines, strict=True)) + fresh,
+                           key=lambda p: p[0])
+            orders, lines = tuple(o for o, _ in pairs), [ln for _, ln in pairs]
+        else:  # a band re-read's lines: in reading order, as ``_update`` keeps them
+            orders, lines = (), sorted([*got.result.lines, *(ln for _, ln in fresh)],
+                                       key=_reading_order)
+        return Reading(msgspec.structs.replace(got.result, lines=tuple(lines)), orders, left)
 
     def forget(self, device: str) -> None:
         with self._lock:
@@ -1017,7 +1110,7 @@ class OcrCache:
                           min(w, int(np.ceil((x + cw) * sx))), min(h, int(np.ceil((y + ch) * sy)))))
         return rects
 
-    def _settle(self, places: list[Rect], lines: Sequence[OcrLine],
+    def _settle(self, places: list[Rect], lines: Sequence[Box],
                 frame_hw: tuple[int, int]) -> list[Rect]:
         """The regions a re-read owns: the changed places grown to whole previous lines that
         they touch (a line that straddles an edge is read again whole) and merged where
@@ -1053,32 +1146,40 @@ class OcrCache:
         y0, y1 = side(y0, y1, h)
         return x0, y0, x1, y1
 
-    def _update(self, bgr: np.ndarray, prev: OcrResult,
-                places: list[Rect]) -> tuple[OcrResult, list[Rect]]:
-        """The frame's lines with the changed places read again, and the crops read."""
+    def _update(self, bgr: np.ndarray, prev: Reading, places: list[Rect],
+                wanted: LineFilter | None) -> tuple[Reading, list[Rect]]:
+        """The frame's lines with the changed places read again (those ``wanted`` picks;
+        the others found there are left unread, as lines still unread elsewhere stay),
+        and the crops read."""
         t0 = time.perf_counter()
         hw = (bgr.shape[0], bgr.shape[1])
-        regions = self._settle(places, prev.lines, hw)
-        read: dict[Rect, list[OcrLine]] = {}
+        # a place grows to whole lines, the unread ones too (their boxes are known)
+        known = [*(ln.box for ln in prev.result.lines), *(u.box for u in prev.unread)]
+        regions = self._settle(places, known, hw)
+        read: dict[Rect, tuple[list[OcrLine], list[UnreadLine]]] = {}
         for attempt in range(CUT_REREADS + 1):
             for region in regions:
                 if region not in read:
-                    lines = self._read_region(bgr, self._crop(region, hw))
-                    read[region] = [ln for ln in lines if _centre_in(ln.box, region)]
+                    got = self._read_region(bgr, self._crop(region, hw), wanted)
+                    read[region] = ([ln for ln in got.result.lines if _centre_in(ln.box, region)],
+                                    [u for u in got.unread if _centre_in(u.box, region)])
             if not self.settings.rects or attempt == CUT_REREADS:
                 break
-            widened = [self._past_edges(r, read[r], hw) for r in regions]
+            widened = [self._past_edges(r, [*(ln.box for ln in read[r][0]),
+                                            *(u.box for u in read[r][1])], hw) for r in regions]
             if widened == regions:
                 break
-            regions = self._settle(widened, prev.lines, hw)
-        kept = [ln for ln in prev.lines if not any(_touches(ln.box, r) for r in regions)]
-        fresh = [ln for r in regions for ln in read[r]]
-        lines = sorted(kept + fresh, key=lambda ln: (round(ln.box[1] / 10), ln.box[0]))
+            regions = self._settle(widened, known, hw)
+        kept = [ln for ln in prev.result.lines if not any(_touches(ln.box, r) for r in regions)]
+        unread = [u for u in prev.unread if not any(_touches(u.box, r) for r in regions)]
+        fresh = [ln for r in regions for ln in read[r][0]]
+        lines = sorted(kept + fresh, key=_reading_order)
         crops = [self._crop(r, hw) for r in regions]
-        return OcrResult(width=prev.width, height=prev.height, lines=tuple(lines),
-                         total_s=time.perf_counter() - t0), crops
+        return Reading(OcrResult(width=prev.result.width, height=prev.result.height,
+                                 lines=tuple(lines), total_s=time.perf_counter() - t0),
+                       (), tuple(unread + [u for r in regions for u in read[r][1]])), crops
 
-    def _past_edges(self, region: Rect, lines: list[OcrLine], frame_hw: tuple[int, int]) -> Rect:
+    def _past_edges(self, region: Rect, lines: list[Box], frame_hw: tuple[int, int]) -> Rect:
         """The region moved out by twice the margin past each edge where a line read in it
         goes on: past the region (new text does not reach into what did not change: the
         crop cut something, an icon the detector took for the line's end, or the line
@@ -1091,8 +1192,7 @@ class OcrCache:
         cy0, cy1 = max(cy0, top), min(cy1, bottom)
         x0, y0, x1, y1 = region
         step, near = 2 * self.settings.margin_px, LINE_SLACK_PX
-        for line in lines:
-            b = line.box
+        for b in lines:
             if cx0 > 0 and (b[0] < region[0] - near or b[0] <= cx0 + 1):
                 x0 = min(x0, max(0, int(b[0]) - step))
             if cx1 < w and (b[2] > region[2] + near or b[2] >= cx1 - 2):
@@ -1103,10 +1203,24 @@ class OcrCache:
                 y1 = max(y1, min(h, int(b[3]) + step))
         return x0, y0, x1, y1
 
-    def _read_region(self, bgr: np.ndarray, region: Rect) -> list[OcrLine]:
+    def _read_region(self, bgr: np.ndarray, region: Rect,
+                     wanted: LineFilter | None = None) -> Reading:
         """The lines inside one region, read at the whole frame's detector scale."""
         x0, y0, x1, y1 = region
-        return list(self.ocr.run_bgr(bgr, region=(y0, y1), cols=(x0, x1)).lines)
+        return self.ocr.read_bgr(bgr, region=(y0, y1), cols=(x0, x1), wanted=wanted)
+
+
+class _Seen(NamedTuple):
+    """A phone's previous frame as ``OcrCache`` keeps it: its quarter-size grey copy and
+    its reading (lines still unread included)."""
+
+    small: np.ndarray
+    reading: Reading
+
+
+def _reading_order(line: OcrLine) -> tuple[int, float]:
+    """Rows of 10 px top to bottom, then left to right: a band re-read's line order."""
+    return round(line.box[1] / 10), line.box[0]
 
 
 def _touches(box: Box, rect: Box) -> bool:
@@ -1118,7 +1232,7 @@ def _centre_in(box: Box, rect: Rect) -> bool:
     return rect[0] <= cx <= rect[2] and rect[1] <= cy <= rect[3]
 
 
-def _grow_to_lines(rect: Rect, lines: Sequence[OcrLine], frame_hw: tuple[int, int]) -> Rect:
+def _grow_to_lines(rect: Rect, lines: Sequence[Box], frame_hw: tuple[int, int]) -> Rect:
     """The rectangle grown around every line it touches but does not hold whole (with
     `LINE_SLACK_PX` around it); growing may reach further lines, so it repeats until
     nothing changes."""
@@ -1128,8 +1242,7 @@ def _grow_to_lines(rect: Rect, lines: Sequence[OcrLine], frame_hw: tuple[int, in
     changed = True
     while changed:
         changed = False
-        for line in lines:
-            b = line.box
+        for b in lines:
             if not _touches(b, box):
                 continue
             out = (max(0.0, min(box[0], b[0] - pad)), max(0.0, min(box[1], b[1] - pad)),

@@ -20,7 +20,7 @@ from models.grounding import IconSettings, Perception, PerceptionSettings
 from models.icons import IconScores
 from models.llm import LLMClient, LLMSettings
 from models.llm.grounder import ModelGrounder
-from models.ocr import OcrLine, OcrResult
+from models.ocr import OcrLine, OcrResult, Reading
 from protocol.messages import Ambiguous, Frame, Grounded, GroundRequest, NotFound
 from protocol.operations import ClickIcon, ClickText
 from runtime.config import ConfigError
@@ -38,6 +38,9 @@ class FixedOcr:
 
     def run_bgr(self, bgr: np.ndarray) -> OcrResult:
         return OcrResult(W, H, self.lines)
+
+    def read_bgr(self, bgr: np.ndarray, *_: object, **__: object) -> Reading:
+        return Reading(self.run_bgr(bgr), tuple(range(len(self.lines))), ())
 
 
 class FixedDetector:

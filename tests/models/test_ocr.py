@@ -18,13 +18,14 @@ from models.grounding import normalize
 from models.ocr import (
     MODEL_SETS,
     ImageError,
+    LineFilter,
     Ocr,
     OcrCache,
     OcrCacheSettings,
     OcrError,
-    OcrLine,
     OcrResult,
     OcrSettings,
+    Reading,
     model_file,
     plan_batches,
     recognizer_model,
@@ -224,9 +225,10 @@ def test_a_line_straddling_the_rectangle_is_read_again_whole(ocr_engine: Ocr) ->
     crops: list[tuple[int, int, int, int]] = []
     read_region = cache._read_region
 
-    def spy(bgr: np.ndarray, region: tuple[int, int, int, int]) -> list[OcrLine]:
+    def spy(bgr: np.ndarray, region: tuple[int, int, int, int],
+            wanted: LineFilter | None = None) -> Reading:
         crops.append(region)
-        return read_region(bgr, region)
+        return read_region(bgr, region, wanted)
 
     cache._read_region = spy  # type: ignore[method-assign]
     first = cache.run(_settings_screen("12"), "phone-1")
@@ -274,7 +276,7 @@ def test_read_unless_full_leaves_whole_frame_reads_undone(ocr_engine: Ocr) -> No
     assert cache.read_unless_full(frame("Messages", "Camera"), "phone-1") is None  # first frame
     cache.read(frame("Messages", "Camera"), "phone-1")
     band = cache.read_unless_full(frame("Messages", "Gallery"), "phone-1")
-    assert band is not None and band[1] == "band" and "Gallery" in band[0].texts
+    assert band is not None and band[1] == "band" and "Gallery" in band[0].result.texts
     # another page (every row changed): nothing read, nothing kept
     other = 255 - frame("Inbox", "Drafts", "Sent")  # dark mode
     assert cache.read_unless_full(other, "phone-1") is None
