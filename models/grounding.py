@@ -935,7 +935,9 @@ class Perception:
     def read_text_unless_full(self, image: ImageInput, *, frame_id: str | None = None,
                               device: str) -> OcrResult | None:
         """``read_text`` when the frame is cached, unchanged or takes a band re-read; None
-        (counted as ``deferred``, nothing read) when it would take a whole-frame read."""
+        (counted as ``deferred``, nothing read) when it would take a whole-frame read. With
+        ``query_first`` the changed places' lines are found but left unread (the grounding
+        reads those it can use): the result is then the lines read so far."""
         bgr = _bgr(image)
         return self._read(bgr, frame_id or frame_hash(bgr), device, whole=False)
 
