@@ -1269,15 +1269,3 @@ def _merge(rects: list[Rect]) -> list[Rect]:
             if merged:
                 break
     return sorted(out)
-
-
-def _moved(line: OcrLine, dx: float, dy: float) -> OcrLine:
-    """A line read in a crop, in the frame's coordinates."""
-    b = line.box
-    return OcrLine(
-        text=line.text,
-        score=line.score,
-        box=(b[0] + dx, b[1] + dy, b[2] + dx, b[3] + dy),
-        quad=tuple((x + dx, y + dy) for x, y in line.quad),
-        char_boxes=tuple((c[0] + dx, c[1] + dy, c[2] + dx, c[3] + dy) for c in line.char_boxes),
-    )
