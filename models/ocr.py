@@ -517,6 +517,18 @@ class UnreadLine(NamedTuple):
                 float(max(np.linalg.norm(q[3] - q[0]), np.linalg.norm(q[2] - q[1]))))
 
 
+def split_lines(lines: Sequence[UnreadLine],
+                wanted: LineFilter | None) -> tuple[list[UnreadLine], tuple[UnreadLine, ...]]:
+    """The lines ``wanted`` picks (None: all), and the rest, each line judged once."""
+    if wanted is None:
+        return list(lines), ()
+    picked: list[UnreadLine] = []
+    rest: list[UnreadLine] = []
+    for u in lines:
+        (picked if wanted(*u.size) else rest).append(u)
+    return picked, tuple(rest)
+
+
 class Reading(NamedTuple):
     """A read that may have left lines unread: the lines read, each one's place in the
     detector's order, and the lines left."""
@@ -693,10 +705,6 @@ class Ocr:
         norm = (img.astype(np.float32) - self._det_mean) * self._det_inv_std
         return np.ascontiguousarray(norm.transpose(2, 0, 1)[None])
 
-    def recognize(self, bgr: np.ndarray, quads: list[np.ndarray]) -> list[OcrLine]:
-        """Read the text inside each quad of a full-resolution BGR frame."""
-        return [ln for _, ln in self.read_lines(self.unread_lines(bgr, quads))]
-
     def unread_lines(self, bgr: np.ndarray, quads: list[np.ndarray],
                      offset: tuple[int, int] = (0, 0)) -> list[UnreadLine]:
         """The detector's quads of ``bgr`` as lines still to read (their crops and ink keys
@@ -835,9 +843,8 @@ class Ocr:
             quads = self.detect(part, (h, w))
         t1 = time.perf_counter()
         with stage("recognize"):
-            todo = self.unread_lines(part, quads, (x0, y0))
-            later = [u for u in todo if wanted is not None and not wanted(*u.size)]
-            read = self.read_lines([u for u in todo if wanted is None or wanted(*u.size)])
+            picked, later = split_lines(self.unread_lines(part, quads, (x0, y0)), wanted)
+            read = self.read_lines(picked)
         t2 = time.perf_counter()
         return Reading(OcrResult(width=w, height=h, lines=tuple(ln for _, ln in read),
                                  det_s=t1 - t0, rec_s=t2 - t1, total_s=t2 - t0),
@@ -1059,12 +1066,11 @@ class OcrCache:
     def _read_unread(self, got: Reading, wanted: LineFilter | None) -> Reading:
         """``got`` with its unread lines that ``wanted`` picks (None: all) read, in the
         detector's order where the lines have one."""
-        todo = [u for u in got.unread if wanted is None or wanted(*u.size)]
+        todo, left = split_lines(got.unread, wanted)
         if not todo:
             return got
         with stage("recognize"):
             fresh = self.ocr.read_lines(todo)
-        left = tuple(u for u in got.unread if not (wanted is None or wanted(*u.size)))
         if got.orders:
             pairs = sorted(list(zip(got.orders, got.result.lines, strict=True)) + fresh,
                            key=lambda p: p[0])
