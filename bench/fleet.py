@@ -90,7 +90,7 @@ import time
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
@@ -182,23 +182,34 @@ _KEPT_OCR: list[Any] = []
 # defaults; "onnxruntime" is them with OCR on onnxruntime (the defaults before OpenVINO);
 # "rects" is them with changed places re-read as rectangles; "whole" is them with every
 # grounding reading the whole frame (query_first off), "lazy" variants leave a frame's
-# read to the grounding that needs it
-LEVER_KEYS = ("lazy_ocr", "speculation_priority", "rec_cache", "ocr_runtime", "ocr_rects",
-              "ocr_det_precision", "query_first")
-LEVERS: dict[str, tuple[bool, bool, bool, str, bool, str, bool]] = {
-    "default": (False, True, True, "auto", False, "", True),
-    "whole": (False, True, True, "auto", False, "", False),
-    "priority": (False, True, False, "auto", False, "", False),
-    "none": (False, False, False, "auto", False, "", False),
-    "lazy": (True, False, False, "auto", False, "", False),
-    "both": (True, True, False, "auto", False, "", False),
-    "cache": (False, False, True, "auto", False, "", False),
-    "lazy+cache": (True, True, True, "auto", False, "", False),
-    "lazy+first": (True, True, True, "auto", False, "", True),
-    "onnxruntime": (False, True, True, "onnxruntime", False, "", True),
-    "rects": (False, True, True, "auto", True, "", True),
-    "f32": (False, True, True, "auto", False, "f32", True),
-    "bf16": (False, True, True, "auto", False, "bf16", True)}
+# read to the grounding that needs it; "none" is as before the levers
+class Levers(NamedTuple):
+    """One --levers variant; the fields' defaults are the agent's."""
+
+    lazy_ocr: bool = False
+    speculation_priority: bool = True
+    rec_cache: bool = True
+    ocr_runtime: str = "auto"
+    ocr_rects: bool = False
+    ocr_det_precision: str = ""  # "": the default precision
+    query_first: bool = True
+
+
+_BEFORE = Levers(speculation_priority=False, rec_cache=False, query_first=False)
+LEVERS: dict[str, Levers] = {
+    "default": Levers(),
+    "whole": Levers(query_first=False),
+    "priority": _BEFORE._replace(speculation_priority=True),
+    "none": _BEFORE,
+    "lazy": _BEFORE._replace(lazy_ocr=True),
+    "both": _BEFORE._replace(lazy_ocr=True, speculation_priority=True),
+    "cache": _BEFORE._replace(rec_cache=True),
+    "lazy+cache": Levers(lazy_ocr=True, query_first=False),
+    "lazy+first": Levers(lazy_ocr=True),
+    "onnxruntime": Levers(ocr_runtime="onnxruntime"),
+    "rects": Levers(ocr_rects=True),
+    "f32": Levers(ocr_det_precision="f32"),
+    "bf16": Levers(ocr_det_precision="bf16")}
 
 
 class TimedDevice:
@@ -1118,7 +1129,7 @@ def main(argv: list[str] | None = None) -> int:
                      "perception_workers": args.perception_workers,
                      "ocr_threads": args.ocr_threads, "speculative_ocr": not args.no_speculation,
                      "same_clock": args.same_clock,
-                     "levers": {v: dict(zip(LEVER_KEYS, LEVERS[v], strict=True))
+                     "levers": {v: LEVERS[v]._asdict()
                                 for v in variants},
                      "sim_procs": 0, "stand_in_unmatched_calls": model.unmatched})
     (args.out / "fleet.json").write_text(json.dumps({"meta": meta, "results": results}, indent=2))
