@@ -30,6 +30,12 @@ def encode_frame(rgb: np.ndarray, fmt: Literal["png", "jpeg"], quality: int = 80
     return encode_png(rgb) if fmt == "png" else encode_jpeg(rgb, quality)
 
 
+def _gone(frame_id: str) -> KeyError:
+    """A frame whose pixels went and that has no bytes to make them again from."""
+    return KeyError(f"frame {frame_id!r} is too old: its pixels are gone and it was never "
+                    "encoded")
+
+
 @dataclass
 class _Stored:
     frame: Frame
@@ -127,8 +133,7 @@ class FrameStore:
                 return got.frame
             rgb = got.rgb
             if rgb is None:
-                raise KeyError(f"frame {frame_id!r} is too old: its pixels are gone and it "
-                               "was never encoded")
+                raise _gone(frame_id)
             frame, quality = got.frame, got.quality
 
             def encode() -> bytes:
@@ -153,8 +158,7 @@ class FrameStore:
         got = self._known(frame_id, device)
         if got.rgb is None:
             if not got.frame.data:
-                raise KeyError(f"frame {frame_id!r} is too old: its pixels are gone and it "
-                               "was never encoded")
+                raise _gone(frame_id)
             data, owner = got.frame.data, got.frame.device
 
             def decode() -> np.ndarray:
